@@ -1,0 +1,39 @@
+# The README's two commands are `make demo` and `make test`; both build .venv first
+# when it is missing or older than pyproject.toml.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.stamp
+export PYTHONPATH := $(CURDIR)/platform:$(CURDIR)
+export WANDB_MODE ?= offline
+export TOKENIZERS_PARALLELISM ?= false
+export HF_HUB_OFFLINE ?= 1
+
+.PHONY: setup demo test test-fast bench lint format k8s-validate serve clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml scripts/setup.sh
+	bash scripts/setup.sh
+
+demo: $(STAMP)
+	$(PY) jobs/demo.py --out runs/demo
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not slow"
+
+bench: $(STAMP)
+	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check platform jobs tests bench serve
+	$(VENV)/bin/ruff format --check platform jobs tests bench serve
+
+format: $(STAMP)
+	$(VENV)/bin/ruff check --fix platform jobs tests bench serve
+	$(VENV)/bin/ruff format platform jobs tests bench serve
+
+clean:
+	rm -rf runs bench/results/*.json

@@ -1,0 +1,1 @@
+"""AgentWorld: train and serve language world models on Ray."""

@@ -1,0 +1,102 @@
+"""Named run configurations. ``get_recipe(name)`` returns a fresh, validated Recipe;
+variants copy one and change a few fields with ``dataclasses.replace``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from agentworld.recipes.config import ClusterConfig, ConfigError, ModelConfig, Recipe, TrainConfig
+
+
+def debug_cpu() -> Recipe:
+    """The tiny MoE (0.4M parameters, 4 experts, top-2) on 2 CPU workers: tests, the demo."""
+    return Recipe(name="debug_cpu")
+
+
+def small_cpu() -> Recipe:
+    """A 23M-parameter MoE (hidden 512, 6 layers, 8 experts): CPU benchmarks where
+    engine overheads no longer dominate."""
+    return Recipe(
+        name="small_cpu",
+        model=ModelConfig(
+            vocab_size=4096,
+            hidden_size=512,
+            intermediate_size=1024,
+            moe_intermediate_size=256,
+            num_layers=6,
+            num_attention_heads=8,
+            num_kv_heads=2,
+            head_dim=64,
+            num_experts=8,
+            experts_per_token=2,
+        ),
+        train=TrainConfig(seq_len=1024, micro_batch_size=2, max_steps=100, learning_rate=5e-4),
+    )
+
+
+def qwen35_a3b() -> Recipe:
+    """The shape of a 35B-total / 3B-active MoE run on 8 nodes x 8 GPUs: ZeRO-3, bf16,
+    experts split over 8 ranks. A CPT run sets ``model.pretrained`` to the base
+    checkpoint's path or URL (``dataclasses.replace``); without it the model is built
+    from this shape."""
+    return Recipe(
+        name="qwen35_a3b",
+        model=ModelConfig(
+            vocab_size=151936,
+            hidden_size=2048,
+            intermediate_size=6144,
+            moe_intermediate_size=768,
+            num_layers=56,
+            num_attention_heads=32,
+            num_kv_heads=4,
+            head_dim=128,
+            num_experts=128,
+            experts_per_token=8,
+            router_aux_loss_coef=0.001,
+            max_position_embeddings=40960,
+        ),
+        cluster=ClusterConfig(num_workers=64, use_gpu=True, cpus_per_worker=8, gpus_per_worker=1),
+        train=TrainConfig(
+            zero_stage=3,
+            precision="bf16",
+            expert_parallel_size=8,
+            seq_len=32768,
+            micro_batch_size=1,
+            grad_accum_steps=4,
+            learning_rate=2e-5,
+            min_lr_ratio=0.1,
+            warmup_steps=200,
+            max_steps=20000,
+            weight_decay=0.1,
+            eval_every=500,
+            checkpoint_every=1000,
+            keep_checkpoints=3,
+        ),
+    )
+
+
+RECIPES: dict[str, Callable[[], Recipe]] = {
+    "debug_cpu": debug_cpu,
+    "small_cpu": small_cpu,
+    "qwen35_a3b": qwen35_a3b,
+}
+
+
+def get_recipe(name: str) -> Recipe:
+    if name not in RECIPES:
+        raise ConfigError("recipe", f"unknown recipe {name!r}; known: {', '.join(sorted(RECIPES))}")
+    return RECIPES[name]()
+
+
+__all__ = [
+    "RECIPES",
+    "ClusterConfig",
+    "ConfigError",
+    "ModelConfig",
+    "Recipe",
+    "TrainConfig",
+    "debug_cpu",
+    "get_recipe",
+    "qwen35_a3b",
+    "small_cpu",
+]

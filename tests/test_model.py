@@ -1,0 +1,79 @@
+"""The tiny MoE kit: tokenizer with chat template, Qwen3-MoE in HF format, one training
+step in transformers, generation through vLLM (CPU build)."""
+
+import pytest
+
+from agentworld.recipes import ConfigError, ModelConfig, debug_cpu, get_recipe, qwen35_a3b
+from agentworld.schema import predict_turn_messages
+from tests.helpers import sample_trajectories
+
+
+def test_tokenizer_has_specials_and_chat_template(tiny_checkpoint):
+    from agentworld.model import SPECIAL_TOKENS, load_tokenizer
+
+    tok = load_tokenizer(tiny_checkpoint)
+    for special in SPECIAL_TOKENS:
+        assert len(tok.encode(special, add_special_tokens=False)) == 1, special
+    messages = predict_turn_messages(sample_trajectories(1)[0], 2)
+    text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    assert text.startswith("<|im_start|>system\n") and text.endswith("<|im_start|>assistant\n")
+    ids = tok.encode("$ ls -la /home/user", add_special_tokens=False)
+    assert tok.decode(ids) == "$ ls -la /home/user"  # byte-level: lossless
+
+
+def test_tiny_moe_loads_trains_and_generates_in_vllm(tiny_checkpoint):
+    import torch
+
+    from agentworld.model import load_model, load_tokenizer
+
+    tok = load_tokenizer(tiny_checkpoint)
+    model = load_model(tiny_checkpoint, dtype=torch.float32)
+    cfg = model.config
+    assert cfg.model_type == "qwen3_moe" and cfg.head_dim == 64
+    assert cfg.num_experts == 4 and cfg.num_experts_per_tok == 2
+
+    # One training step: the loss is finite and the weights move.
+    batch = tok(
+        ["$ ls\nnotes.txt\n$ ", "$ pwd\n/home/user1\n$ "], return_tensors="pt", padding=True
+    )
+    labels = batch["input_ids"].masked_fill(batch["attention_mask"] == 0, -100)
+    before = model.lm_head.weight.detach().clone()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    out = model(**batch, labels=labels)
+    assert torch.isfinite(out.loss) and out.aux_loss is not None
+    out.loss.backward()
+    opt.step()
+    assert not torch.equal(before, model.lm_head.weight)
+
+    # Generation through vLLM's CPU build, on the same checkpoint.
+    from vllm import LLM, SamplingParams
+
+    llm = LLM(
+        model=tiny_checkpoint,
+        dtype="float32",
+        enforce_eager=True,
+        gpu_memory_utilization=0.2,
+        max_model_len=512,
+        seed=0,
+    )
+    outs = llm.generate(
+        ["<|im_start|>user\nls<|im_end|>\n<|im_start|>assistant\n"],
+        SamplingParams(max_tokens=8, temperature=0.0, ignore_eos=True),
+    )
+    assert len(outs[0].outputs[0].token_ids) == 8
+
+
+def test_recipes_validate():
+    assert debug_cpu().model.head_dim == 64
+    big = qwen35_a3b()
+    assert big.train.zero_stage == 3 and big.model.num_experts % big.train.expert_parallel_size == 0
+    with pytest.raises(ConfigError, match="recipe"):
+        get_recipe("nope")
+    with pytest.raises(ConfigError, match="model.experts_per_token"):
+        ModelConfig(num_experts=2, experts_per_token=3)
+    import dataclasses
+
+    from agentworld.recipes import TrainConfig
+
+    with pytest.raises(ConfigError, match="train.expert_parallel_size"):
+        dataclasses.replace(debug_cpu(), train=TrainConfig(expert_parallel_size=3))
