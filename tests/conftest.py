@@ -18,6 +18,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # Tests run on a 2-core machine: keep torch from oversubscribing it.
 os.environ.setdefault("OMP_NUM_THREADS", "2")
+# vLLM's CPU build: a 1 GiB KV cache is plenty for tiny models and keeps several
+# engines (tests, Serve replicas, rollout actors) inside the machine's memory.
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
@@ -116,3 +119,24 @@ def tiny_checkpoint(tmp_path_factory, corpus_texts):
     path = tmp_path_factory.mktemp("tiny-moe")
     build_tiny_checkpoint(corpus_texts, str(path))
     return str(path)
+
+
+@pytest.fixture(scope="session")
+def vllm_engine(tiny_checkpoint):
+    """One vLLM (CPU build) engine on the tiny checkpoint, shared by the session."""
+    import gc
+
+    from vllm import LLM
+
+    llm = LLM(
+        model=tiny_checkpoint,
+        dtype="float32",
+        enforce_eager=True,
+        gpu_memory_utilization=0.2,
+        max_model_len=1024,
+        seed=0,
+    )
+    yield llm
+    llm.llm_engine.engine_core.shutdown()
+    del llm
+    gc.collect()

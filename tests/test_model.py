@@ -21,7 +21,7 @@ def test_tokenizer_has_specials_and_chat_template(tiny_checkpoint):
     assert tok.decode(ids) == "$ ls -la /home/user"  # byte-level: lossless
 
 
-def test_tiny_moe_loads_trains_and_generates_in_vllm(tiny_checkpoint):
+def test_tiny_moe_loads_trains_and_generates_in_vllm(tiny_checkpoint, vllm_engine):
     import torch
 
     from agentworld.model import load_model, load_tokenizer
@@ -46,17 +46,9 @@ def test_tiny_moe_loads_trains_and_generates_in_vllm(tiny_checkpoint):
     assert not torch.equal(before, model.lm_head.weight)
 
     # Generation through vLLM's CPU build, on the same checkpoint.
-    from vllm import LLM, SamplingParams
+    from vllm import SamplingParams
 
-    llm = LLM(
-        model=tiny_checkpoint,
-        dtype="float32",
-        enforce_eager=True,
-        gpu_memory_utilization=0.2,
-        max_model_len=512,
-        seed=0,
-    )
-    outs = llm.generate(
+    outs = vllm_engine.generate(
         ["<|im_start|>user\nls<|im_end|>\n<|im_start|>assistant\n"],
         SamplingParams(max_tokens=8, temperature=0.0, ignore_eos=True),
     )
