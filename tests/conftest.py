@@ -90,6 +90,7 @@ def ray_cluster():
     if not ray.is_initialized():
         ray.init(
             num_cpus=4,
+            object_store_memory=2 * 1024**3,
             include_dashboard=False,
             log_to_driver=False,
             runtime_env={"env_vars": {"PYTHONPATH": str(ROOT / "platform")}},
