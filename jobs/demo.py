@@ -19,7 +19,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--out", default="runs/demo", help="run directory (path or fsspec URL)")
     p.add_argument("--recipe", default="debug_cpu")
     p.add_argument("--seed", type=int, default=0)
@@ -46,18 +48,28 @@ def main(argv: list[str] | None = None) -> int:
     write_jsonl(join(args.out, "awb", "demo_test.jsonl"), rows)
     print(f"[demo] wrote {len(back)} trajectories, {len(rows)} AgentWorldBench rows")
 
-    texts = [s for t in back for s in (t.environment, *(x for turn in t.turns for x in (turn.action, turn.observation)))]
+    texts = [
+        s
+        for t in back
+        for s in (t.environment, *(x for turn in t.turns for x in (turn.action, turn.observation)))
+    ]
     model_url = join(args.out, "model")
     build_tiny_checkpoint(texts, model_url, recipe.model, seed=args.seed)
     tok, model = load_tokenizer(model_url), load_model(model_url)
     n_params = sum(p.numel() for p in model.parameters())
-    print(f"[demo] built {recipe.model.num_experts}-expert MoE with {n_params / 1e6:.2f}M parameters")
+    print(
+        f"[demo] built {recipe.model.num_experts}-expert MoE with {n_params / 1e6:.2f}M parameters"
+    )
 
-    prompt = tok.apply_chat_template(predict_turn_messages(back[0], 2), tokenize=False, add_generation_prompt=True)
+    prompt = tok.apply_chat_template(
+        predict_turn_messages(back[0], 2), tokenize=False, add_generation_prompt=True
+    )
     ids = tok(prompt, return_tensors="pt")
     out = model.generate(**ids, max_new_tokens=24, do_sample=False)
     raw = tok.decode(out[0, ids["input_ids"].shape[1] :], skip_special_tokens=False)
-    print(f"[demo] untrained prediction for turn 2 of {back[0].id!r}: {parse_output(raw).observation[:60]!r}")
+    print(
+        f"[demo] untrained prediction for turn 2 of {back[0].id!r}: {parse_output(raw).observation[:60]!r}"
+    )
 
     write_manifest(
         args.out,

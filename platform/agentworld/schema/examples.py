@@ -24,7 +24,9 @@ def example_trajectories(*, seed: int = 0, copies: int = 4) -> list[Trajectory]:
                 environment="bash 5.2 in an empty directory /home/user. Task: create and inspect a file.",
                 turns=(
                     Turn(action=f"seq {n} > {name}.txt", observation="$ ", exit_code=0),
-                    Turn(action=f"wc -l {name}.txt", observation=f"{n} {name}.txt\n$ ", exit_code=0),
+                    Turn(
+                        action=f"wc -l {name}.txt", observation=f"{n} {name}.txt\n$ ", exit_code=0
+                    ),
                     Turn(action="ls", observation=f"{name}.txt\n$ ", exit_code=0),
                 ),
             )
