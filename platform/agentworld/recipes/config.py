@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from agentworld.evaluate.config import EvaluateConfig
+
 
 class ConfigError(ValueError):
     """A configuration value or combination is invalid; ``field`` names it."""
@@ -142,6 +144,8 @@ class Recipe:
     model: ModelConfig = field(default_factory=ModelConfig)
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+    evaluate: EvaluateConfig = field(default_factory=EvaluateConfig)
+    """The evaluate stage: model inference (vLLM or endpoint) and the rubric judge."""
 
     def __post_init__(self) -> None:
         ep = self.train.expert_parallel_size
