@@ -141,3 +141,16 @@ def vllm_engine(tiny_checkpoint):
     llm.llm_engine.engine_core.shutdown()
     del llm
     gc.collect()
+
+
+@pytest.fixture(scope="session")
+def collected_corpus(tmp_path_factory, ray_cluster):
+    """A small real corpus recorded by agentworld.collect, once per session: 40
+    episodes over terminal, mcp, swe and search (10 each, seed 0). Returns the
+    directory URL holding part-XXXXX.jsonl record shards and manifest.json."""
+    from agentworld.collect import CollectConfig, collect
+
+    out = str(tmp_path_factory.mktemp("collected") / "raw")
+    config = CollectConfig(episodes=40, seed=0, episodes_per_task=10, max_parallel=2)
+    collect(config, out)
+    return out

@@ -1,0 +1,30 @@
+"""Recorders of real environments: terminal (a sandboxed bash on a pty), mcp (MCP
+servers from PyPI over stdio), swe (a generated repository with real test runs) and
+search (BM25 over Python's standard-library documentation).
+
+This module stays light (recipes import the config); the recorders load on use.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentworld.collect.config import RECORDED_DOMAINS, CollectConfig
+
+_LAZY = {
+    "collect": "agentworld.collect.stage",
+    "run_episode": "agentworld.collect.episode",
+    "EpisodeSpec": "agentworld.collect.episode",
+    "plan_episodes": "agentworld.collect.episode",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'agentworld.collect' has no attribute {name!r}")
+
+
+__all__ = ["RECORDED_DOMAINS", "CollectConfig", *_LAZY]

@@ -1,0 +1,72 @@
+"""One Ray task's work: a run of episodes in one workspace, each either a validated
+trajectory or a reported failure. Plain functions; placement lives in parallel.py."""
+
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentworld.collect.config import CollectConfig
+from agentworld.collect.episode import EpisodeSpec, run_episode
+
+
+@dataclass(kw_only=True)
+class ChunkResult:
+    records: list[str] = field(default_factory=list)
+    """Trajectories in their JSON form, in episode order."""
+    failed: list[dict[str, Any]] = field(default_factory=list)
+    """One entry per failed episode: id, domain, index, error."""
+    seconds: float = 0.0
+
+    @classmethod
+    def all_failed(cls, specs: list[EpisodeSpec], error: str) -> ChunkResult:
+        return cls(failed=[failure(s, error) for s in specs])
+
+
+def failure(spec: EpisodeSpec, error: str) -> dict[str, Any]:
+    return {"id": spec.id, "domain": spec.domain, "episode": spec.index, "error": error}
+
+
+def run_chunk(
+    specs: list[EpisodeSpec], config: CollectConfig, api_key: str | None = None
+) -> ChunkResult:
+    """Record ``specs`` in sequence, sharing one workspace (and its MCP servers)."""
+    from agentworld.collect.env import Workspace
+
+    t0 = time.monotonic()
+    result = ChunkResult()
+    policy = _policy(config, api_key)
+    with Workspace(config) as ws:
+        for spec in specs:
+            try:
+                traj = run_episode(spec, ws, policy)
+            except Exception as e:  # noqa: BLE001 - any failure is reported, never dropped
+                tb = traceback.format_exception_only(type(e), e)[-1].strip()
+                result.failed.append(failure(spec, tb[:2000]))
+                _forget_broken_resources(ws, spec.domain)
+                continue
+            result.records.append(traj.to_json())
+    result.seconds = round(time.monotonic() - t0, 3)
+    return result
+
+
+def _policy(config: CollectConfig, api_key: str | None) -> object | None:
+    if config.agent_endpoint is None:
+        return None
+    from agentworld.collect.agent import AgentPolicy
+
+    return AgentPolicy(config, api_key=api_key)
+
+
+def _forget_broken_resources(ws, domain: str) -> None:
+    """After a failed mcp episode, restart its servers for the next one: a server that
+    broke mid-call must not fail the rest of the chunk."""
+    if domain != "mcp":
+        return
+    for key in [k for k in ws._resources if k.startswith("mcp-") and k != "mcp-home"]:
+        try:
+            ws._resources.pop(key).close()
+        except Exception:  # noqa: BLE001 - it is already broken; dropping it is the point
+            pass

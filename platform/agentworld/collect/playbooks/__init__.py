@@ -1,0 +1,52 @@
+"""Scripted task playbooks: per domain, families of tasks whose parameters (names,
+contents, numbers, the order and mistakes of the actions) come from a seeded RNG, so the
+corpus has realistic repetition and near-duplicates and a seed fixes every action."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterable
+
+from agentworld.collect.env import Action, Script, Task
+
+WORDS = (
+    "alpha apple amber birch cobalt delta ember falcon garnet harbor indigo juniper "
+    "kestrel lumen maple nectar onyx pepper quartz raven saffron tundra umber violet "
+    "willow xenon yarrow zephyr"
+).split()
+
+
+def pick_task(domain: str, rng: random.Random, *, mcp_servers: tuple[str, ...] = ()) -> Task:
+    """Draw one task of ``domain``: a playbook family, then its parameters. For mcp,
+    only families whose server is in ``mcp_servers``."""
+    if domain == "terminal":
+        from agentworld.collect.playbooks.terminal import PLAYBOOKS
+    elif domain == "mcp":
+        from agentworld.collect.playbooks.mcp import PLAYBOOKS
+    elif domain == "swe":
+        from agentworld.collect.playbooks.swe import PLAYBOOKS
+    elif domain == "search":
+        from agentworld.collect.playbooks.search import PLAYBOOKS
+    else:
+        raise ValueError(f"no playbooks for domain {domain!r}")
+    names = sorted(PLAYBOOKS)
+    if domain == "mcp":
+        names = [n for n in names if n.split("-")[0] in mcp_servers]
+    name = rng.choice(names)
+    return PLAYBOOKS[name](rng)
+
+
+def words(rng: random.Random, n: int) -> list[str]:
+    return [rng.choice(WORDS) for _ in range(n)]
+
+
+def scripted(actions: Iterable[Action]) -> Callable[[], Script]:
+    """A script of fixed actions (that does not look at the observations)."""
+    actions = list(actions)
+
+    def gen() -> Script:
+        # Not `yield from`: the episode loop send()s each turn, which a list rejects.
+        for action in actions:  # noqa: UP028
+            yield action
+
+    return gen

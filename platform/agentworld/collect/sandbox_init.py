@@ -1,0 +1,151 @@
+"""Sandbox init: runs as the first process inside fresh mount, PID and network
+namespaces (started by ``unshare``, see ``sandbox.py``), sets up the throw-away file
+system view, restricts itself with Landlock and execs the session's program.
+
+It runs as ``python -S -I sandbox_init.py SPEC_JSON -- PROGRAM ARGS...`` and imports
+nothing outside the standard library, because it runs before any site packages are
+visible and must stay tiny.
+
+What the program then sees:
+  /home/agent   the episode's work directory (a bind mount of a host directory), HOME
+  /tmp          a private tmpfs
+  /proc         this PID namespace only: host processes and their environments are gone
+  writes        only under /home/agent, /tmp and a few /dev files (Landlock)
+  reads         system directories plus the read-only paths in the spec (Landlock)
+  network       none: a new network namespace, and Landlock denies TCP where supported
+"""
+
+import ctypes
+import json
+import os
+import resource
+import sys
+
+_SYS_CREATE, _SYS_ADD_RULE, _SYS_RESTRICT = 444, 445, 446  # x86_64 and aarch64 alike
+_PR_SET_NO_NEW_PRIVS = 38
+_MS_BIND, _MS_REC, _MS_NOSUID, _MS_NODEV = 4096, 16384, 2, 4
+
+_EXECUTE, _WRITE_FILE, _READ_FILE, _READ_DIR = 1, 2, 4, 8
+_READ = _EXECUTE | _READ_FILE | _READ_DIR
+_FILE_RW = _READ_FILE | _WRITE_FILE
+_TRUNCATE = 1 << 14
+
+_SYSTEM_READ = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/etc", "/proc")
+_DEV_FILES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")
+
+libc = ctypes.CDLL(None, use_errno=True)
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = [("fs", ctypes.c_uint64), ("net", ctypes.c_uint64), ("scoped", ctypes.c_uint64)]
+
+
+class _PathBeneath(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+def _fail(msg: str) -> None:
+    sys.stderr.write(f"sandbox: {msg}\n")
+    sys.exit(121)
+
+
+def _mount(source: str, target: str, fstype: str | None, flags: int, data: str | None) -> None:
+    enc = lambda s: None if s is None else s.encode()  # noqa: E731
+    if libc.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)) != 0:
+        _fail(f"mount {target}: {os.strerror(ctypes.get_errno())}")
+
+
+def setup_mounts(work_dir: str, tmp_size: str) -> None:
+    """Hide /home and /tmp behind private tmpfs; the host work dir becomes /home/agent.
+    The bind comes before /tmp is covered, since the host dir usually lives in /tmp."""
+    flags = _MS_NOSUID | _MS_NODEV
+    _mount("tmpfs", "/home", "tmpfs", flags, "size=1m,mode=755")
+    os.mkdir("/home/agent")
+    _mount(work_dir, "/home/agent", None, _MS_BIND | _MS_REC, None)
+    _mount("tmpfs", "/tmp", "tmpfs", flags, f"size={tmp_size},mode=1777")
+
+
+def _abi() -> int:
+    v = libc.syscall(_SYS_CREATE, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+    return v if v > 0 else 0
+
+
+def _fs_rights(abi: int) -> int:
+    rights = (1 << 13) - 1  # EXECUTE .. MAKE_SYM (ABI 1)
+    if abi >= 2:
+        rights |= 1 << 13  # REFER
+    if abi >= 3:
+        rights |= _TRUNCATE
+    return rights
+
+
+def _add_rule(ruleset: int, path: str, allowed: int) -> None:
+    try:
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return
+    try:
+        if not os.path.isdir(path):
+            allowed &= _EXECUTE | _FILE_RW | _TRUNCATE  # only file rights apply to a file
+        attr = _PathBeneath(allowed=allowed, parent_fd=fd)
+        if libc.syscall(_SYS_ADD_RULE, ruleset, 1, ctypes.byref(attr), 0) != 0:
+            _fail(f"landlock rule {path}: {os.strerror(ctypes.get_errno())}")
+    finally:
+        os.close(fd)
+
+
+def restrict(read_paths: list[str], write_paths: list[str]) -> None:
+    """Landlock: writes only beneath write_paths, reads only beneath read_paths (plus
+    listing directories from /), no TCP (ABI >= 4), no signals or abstract sockets
+    outside the sandbox (ABI >= 6)."""
+    abi = _abi()
+    if abi < 1:
+        _fail("Landlock is not available in this kernel; refusing to run unconfined")
+    rights = _fs_rights(abi)
+    attr = _RulesetAttr(fs=rights, net=3 if abi >= 4 else 0, scoped=3 if abi >= 6 else 0)
+    size = 24 if abi >= 6 else (16 if abi >= 4 else 8)
+    ruleset = libc.syscall(_SYS_CREATE, ctypes.byref(attr), ctypes.c_size_t(size), 0)
+    if ruleset < 0:
+        _fail(f"landlock_create_ruleset: {os.strerror(ctypes.get_errno())}")
+    _add_rule(ruleset, "/", _READ_DIR)
+    _add_rule(ruleset, "/dev", _READ_DIR)
+    for path in (*_SYSTEM_READ, *read_paths):
+        _add_rule(ruleset, path, _READ)
+    for path in _DEV_FILES:
+        _add_rule(ruleset, path, _FILE_RW | (_TRUNCATE if abi >= 3 else 0))
+    _add_rule(ruleset, "/dev/pts", _READ_DIR | _FILE_RW)
+    for path in write_paths:
+        _add_rule(ruleset, path, rights)
+    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        _fail("prctl(NO_NEW_PRIVS) failed")
+    if libc.syscall(_SYS_RESTRICT, ruleset, 0) != 0:
+        _fail(f"landlock_restrict_self: {os.strerror(ctypes.get_errno())}")
+    os.close(ruleset)
+
+
+def set_limits(spec: dict) -> None:
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    fsize = int(spec["max_file_bytes"])
+    resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+    nofile = int(spec.get("max_open_files", 256))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) < 3 or argv[1] != "--":
+        _fail("usage: sandbox_init.py SPEC_JSON -- PROGRAM [ARGS...]")
+    spec = json.loads(argv[0])
+    program = argv[2:]
+    setup_mounts(spec["work_dir"], spec.get("tmp_size", "64m"))
+    set_limits(spec)
+    restrict(list(spec.get("read_paths", [])), ["/home/agent", "/tmp"])
+    os.chdir("/home/agent")
+    try:
+        os.execvpe(program[0], program, os.environ)
+    except OSError as e:
+        _fail(f"exec {program[0]}: {e.strerror}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
