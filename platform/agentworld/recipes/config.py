@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from agentworld.evaluate.config import EvaluateConfig
+from agentworld.rl.config import RLConfig
 
 
 class ConfigError(ValueError):
@@ -146,6 +147,8 @@ class Recipe:
     train: TrainConfig = field(default_factory=TrainConfig)
     evaluate: EvaluateConfig = field(default_factory=EvaluateConfig)
     """The evaluate stage: model inference (vLLM or endpoint) and the rubric judge."""
+    rl: RLConfig = field(default_factory=RLConfig)
+    """The RL stage: GRPO settings, rewards, rollout engines and learner group."""
 
     def __post_init__(self) -> None:
         ep = self.train.expert_parallel_size

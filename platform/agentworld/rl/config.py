@@ -1,0 +1,214 @@
+"""Typed configuration of the RL stage (GRPO family). Free of heavy imports: the recipes
+module imports it. Invalid values raise ConfigError naming the field, before any work."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from agentworld.evaluate.config import JudgeConfig
+
+
+def _error(name: str, message: str) -> ValueError:
+    # Imported here so that agentworld.recipes can import this module at its top.
+    from agentworld.recipes.config import ConfigError
+
+    return ConfigError(name, message)
+
+
+def _check_positive(owner: str, **values: float) -> None:
+    for name, value in values.items():
+        if value <= 0:
+            raise _error(f"{owner}.{name}", f"must be > 0, got {value}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RewardSpec:
+    """One named reward function and its weight in the total."""
+
+    name: str
+    """A name registered in ``agentworld.rl.rewards`` (format, json, exact_match,
+    fixed_lines, char_f1, rouge_l, judge, or one added with ``register_reward``)."""
+    weight: float = 1.0
+    """Weight in the total; the total is the weighted mean over the rewards that apply
+    to a sample (``json`` applies only where the real observation is JSON)."""
+
+    def __post_init__(self) -> None:
+        if self.weight < 0:
+            raise _error(f"rl.rewards[{self.name}].weight", f"must be >= 0, got {self.weight}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RolloutConfig:
+    """The vLLM rollout engines (one Ray actor each) and how they sample."""
+
+    num_engines: int = 1
+    cpus_per_engine: float = 1.0
+    gpus_per_engine: float = 0.0
+    """0 on the vLLM CPU build."""
+    tensor_parallel_size: int = 1
+    max_model_len: int = 1024
+    gpu_memory_utilization: float = 0.2
+    """On the CPU build: the share of RAM for the KV cache."""
+    enforce_eager: bool = True
+    """True on CPU (no CUDA graphs)."""
+    dtype: str = "float32"
+    """float32 on CPU so that engine and learner log-probabilities agree."""
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 48
+    max_prompt_tokens: int = 768
+    """Contexts whose prompt is longer are left out (and counted) when the data loads."""
+
+    def __post_init__(self) -> None:
+        _check_positive(
+            "rl.rollout",
+            num_engines=self.num_engines,
+            cpus_per_engine=self.cpus_per_engine,
+            tensor_parallel_size=self.tensor_parallel_size,
+            max_model_len=self.max_model_len,
+            temperature=self.temperature,
+            max_new_tokens=self.max_new_tokens,
+            max_prompt_tokens=self.max_prompt_tokens,
+        )
+        if self.gpus_per_engine < 0:
+            raise _error("rl.rollout.gpus_per_engine", f"must be >= 0, got {self.gpus_per_engine}")
+        if not 0 < self.top_p <= 1:
+            raise _error("rl.rollout.top_p", f"must be in (0, 1], got {self.top_p}")
+        if not 0 < self.gpu_memory_utilization <= 1:
+            raise _error(
+                "rl.rollout.gpu_memory_utilization",
+                f"must be in (0, 1], got {self.gpu_memory_utilization}",
+            )
+        if self.max_prompt_tokens + self.max_new_tokens > self.max_model_len:
+            raise _error(
+                "rl.rollout.max_prompt_tokens",
+                f"{self.max_prompt_tokens} + max_new_tokens {self.max_new_tokens} exceeds "
+                f"max_model_len {self.max_model_len}",
+            )
+
+
+@dataclass(frozen=True, kw_only=True)
+class LearnerConfig:
+    """The DeepSpeed learner group (one Ray actor per data-parallel rank). ZeRO stage,
+    precision, gradient clipping and weight decay come from the recipe's ``train``."""
+
+    num_learners: int = 1
+    cpus_per_learner: float = 1.0
+    gpus_per_learner: float = 0.0
+    learning_rate: float = 1e-3
+    epochs: int = 1
+    """Passes over each rollout batch; > 1 makes the clipped ratio matter."""
+    mini_batches: int = 1
+    """Optimizer steps per pass: the batch is split into this many mini-batches."""
+
+    def __post_init__(self) -> None:
+        _check_positive(
+            "rl.learner",
+            num_learners=self.num_learners,
+            cpus_per_learner=self.cpus_per_learner,
+            learning_rate=self.learning_rate,
+            epochs=self.epochs,
+            mini_batches=self.mini_batches,
+        )
+        if self.gpus_per_learner < 0:
+            raise _error(
+                "rl.learner.gpus_per_learner", f"must be >= 0, got {self.gpus_per_learner}"
+            )
+
+
+DEFAULT_REWARDS = (
+    RewardSpec(name="format", weight=0.3),
+    RewardSpec(name="json", weight=0.1),
+    RewardSpec(name="fixed_lines", weight=0.1),
+    RewardSpec(name="char_f1", weight=0.5),
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RLConfig:
+    """GRPO-family training of the world model against the real next observation."""
+
+    contexts_per_step: int = 4
+    """Contexts (history + action) sampled per step."""
+    group_size: int = 4
+    """G: predictions per context; advantages are normalized within each group."""
+    max_steps: int = 12
+    seed: int = 0
+    """Seeds context sampling (per step, so a resumed run samples what it would have)."""
+    scale_by_std: bool = True
+    """GRPO divides by the group's std; False gives Dr. GRPO's unscaled advantages."""
+    ratio_level: Literal["token", "sequence"] = "token"
+    """``token``: PPO/GRPO per-token ratios, loss averaged over all response tokens of
+    the batch; ``sequence``: GSPO, one length-normalized ratio per sequence, loss
+    averaged over sequences."""
+    clip_low: float = 0.2
+    """Ratio clipped below at 1 - clip_low."""
+    clip_high: float = 0.28
+    """Ratio clipped above at 1 + clip_high (DAPO's clip-higher when > clip_low)."""
+    kl_coef: float = 0.0
+    """Weight of the k3 KL estimate to the frozen initial policy; 0 keeps no reference."""
+    rewards: tuple[RewardSpec, ...] = DEFAULT_REWARDS
+    judge: JudgeConfig | None = None
+    """Endpoint and settings of the rubric judge; needed when a reward is ``judge``."""
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    learner: LearnerConfig = field(default_factory=LearnerConfig)
+    placement_strategy: Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"] = "PACK"
+    """Ray placement-group strategy for the engine and learner bundles together."""
+    checkpoint_every: int = 4
+    keep_checkpoints: int = 2
+    weight_sync_timeout_s: float = 300.0
+    """A rollout engine that has not reported the new weight version by then fails the run."""
+    wandb: bool = True
+    """Log metrics to wandb (offline unless WANDB_MODE says otherwise)."""
+
+    def __post_init__(self) -> None:
+        _check_positive(
+            "rl",
+            contexts_per_step=self.contexts_per_step,
+            max_steps=self.max_steps,
+            checkpoint_every=self.checkpoint_every,
+            keep_checkpoints=self.keep_checkpoints,
+            weight_sync_timeout_s=self.weight_sync_timeout_s,
+        )
+        if self.group_size < 2:
+            raise _error(
+                "rl.group_size", f"must be >= 2 to normalize within a group, got {self.group_size}"
+            )
+        if not 0 <= self.clip_low < 1:
+            raise _error("rl.clip_low", f"must be in [0, 1), got {self.clip_low}")
+        if self.clip_high < 0:
+            raise _error("rl.clip_high", f"must be >= 0, got {self.clip_high}")
+        if self.kl_coef < 0:
+            raise _error("rl.kl_coef", f"must be >= 0, got {self.kl_coef}")
+        self._check_rewards()
+        self._check_batch_split()
+
+    def _check_rewards(self) -> None:
+        from agentworld.rl.rewards import known_rewards
+
+        if not self.rewards:
+            raise _error("rl.rewards", "needs at least one reward")
+        names = [r.name for r in self.rewards]
+        for name in names:
+            if name not in known_rewards():
+                raise _error(
+                    "rl.rewards", f"unknown reward {name!r}; known: {', '.join(known_rewards())}"
+                )
+        if len(set(names)) != len(names):
+            raise _error("rl.rewards", f"a reward is listed twice: {names}")
+        if not any(r.weight > 0 for r in self.rewards):
+            raise _error("rl.rewards", "every weight is 0")
+        if "judge" in names and self.judge is None:
+            raise _error("rl.judge", "the 'judge' reward needs a judge endpoint (rl.judge)")
+
+    def _check_batch_split(self) -> None:
+        batch = self.contexts_per_step * self.group_size
+        per_mini, rest = divmod(batch, self.learner.mini_batches)
+        if rest or per_mini % self.learner.num_learners:
+            raise _error(
+                "rl.learner.mini_batches",
+                f"a batch of {batch} predictions (contexts_per_step x group_size) must split "
+                f"into {self.learner.mini_batches} mini-batches, each divisible by "
+                f"num_learners {self.learner.num_learners}",
+            )
