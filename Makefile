@@ -35,5 +35,10 @@ format: $(STAMP)
 	$(VENV)/bin/ruff check --fix platform jobs tests bench serve
 	$(VENV)/bin/ruff format platform jobs tests bench serve
 
+# Every KubeRay manifest under k8s/, rendered through each overlay, against the CRDs in
+# ../shared/kuberay-crds (override: AGENTWORLD_KUBERAY_CRDS); also run by the tests.
+k8s-validate: $(STAMP)
+	$(PY) -m agentworld.deploy validate
+
 clean:
 	rm -rf runs bench/results/*.json

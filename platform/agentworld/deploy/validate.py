@@ -1,0 +1,179 @@
+"""Validate everything under ``k8s/``: the image build file, and every manifest as each
+overlay renders it (CRD schema, KubeRay's rules, runtime envs, Serve configs, job
+entrypoints, credentials). A manifest file that no overlay renders is a problem too: it
+would never be checked."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from agentworld.deploy import credentials, kuberay, rayconfig
+from agentworld.deploy.crd import check_resource, default_crd_dir
+from agentworld.deploy.dockerfile import check_dockerfile
+from agentworld.deploy.entrypoint import Entrypoint, check_entrypoint
+from agentworld.deploy.kustomize import KustomizeError, build
+from agentworld.deploy.problems import Problem
+
+STAGE_LABEL = "agentworld.dev/stage"
+DOCKERFILE = "k8s/Dockerfile"
+TRAIN_STAGES = ("cpt", "sft")
+"""Stages that run Ray Train with the recipe's ``cluster`` (workers x CPUs/GPUs)."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Context:
+    """Facts every manifest is checked against."""
+
+    root: Path
+    """Repository root (holds k8s/, jobs/, serve/, pyproject.toml)."""
+    crd_dir: Path
+    """Folder with the KubeRay CRD files."""
+    ray_version: str
+    """The Ray version pinned in pyproject.toml; images and rayVersion must match it."""
+    workdir: str | None
+    """The image's WORKDIR, which RayJobs use as their runtime env's working_dir."""
+
+
+def pinned_ray_version(root: Path) -> str:
+    deps = tomllib.loads((root / "pyproject.toml").read_text())["project"]["dependencies"]
+    for dep in deps:
+        m = re.fullmatch(r"ray(\[[^\]]*\])?==([\w.]+)", dep.replace(" ", ""))
+        if m:
+            return m[2]
+    raise ValueError("pyproject.toml pins no ray version (ray[...]==X.Y.Z)")
+
+
+def overlay_dirs(root: Path) -> list[Path]:
+    """Every folder under k8s/overlays with a kustomization (components excluded)."""
+    import yaml
+
+    found = []
+    for file in sorted((root / "k8s" / "overlays").rglob("kustomization.y*ml")):
+        if (yaml.safe_load(file.read_text()) or {}).get("kind", "Kustomization") == "Kustomization":
+            found.append(file.parent)
+    return found
+
+
+def validate(root: Path, *, crd_dir: Path | None = None) -> list[Problem]:
+    """All problems of the tree at ``root``; an empty list means it is deployable."""
+    root = root.resolve()
+    ray_version = pinned_ray_version(root)
+    stages, found = check_dockerfile(root / DOCKERFILE, root, ray_version=ray_version)
+    problems = [p.located(DOCKERFILE) for p in found]
+    workdir = stages[-1].workdir if stages else None
+    ctx = Context(
+        root=root,
+        crd_dir=crd_dir or default_crd_dir(root),
+        ray_version=ray_version,
+        workdir=workdir,
+    )
+    read: set[Path] = set()
+    overlays = overlay_dirs(root)
+    if not overlays:
+        problems.append(Problem("", "no overlays under k8s/overlays", where="k8s"))
+    for overlay in overlays:
+        rel = overlay.relative_to(root)
+        try:
+            rendered = build(overlay)
+        except KustomizeError as e:
+            problems.append(Problem("", str(e).replace(f"{root}/", ""), where=str(rel)))
+            continue
+        read |= rendered.files
+        for r in rendered.resources:
+            problems += [p.located(f"{rel} {r.ref}") for p in check_object(r.doc, ctx)]
+    problems += _unrendered(root, read)
+    return problems
+
+
+def _unrendered(root: Path, read: set[Path]) -> list[Problem]:
+    return [
+        Problem(
+            "",
+            "no overlay renders this file, so it is never validated",
+            where=str(f.relative_to(root)),
+        )
+        for f in sorted((root / "k8s").rglob("*.y*ml"))
+        if f.resolve() not in read and f.suffix in (".yaml", ".yml")
+    ]
+
+
+def check_object(doc: dict[str, Any], ctx: Context) -> list[Problem]:
+    """Problems of one rendered object (normalized in place by the schema check)."""
+    raw = copy.deepcopy(doc)
+    problems = check_resource(doc, ctx.crd_dir)
+    if problems:
+        return problems  # later checks assume the schema holds
+    problems = kuberay.check_metadata(doc) + list(credentials.container_env_problems(doc))
+    for path, spec in kuberay.cluster_specs(doc):
+        problems += kuberay.check_cluster(spec, path, ray_version=ctx.ray_version)
+    if doc["kind"] == "RayJob":
+        problems += _check_job(doc, raw["spec"], ctx)
+    elif doc["kind"] == "RayService":
+        problems += _check_service(doc, ctx)
+    return problems
+
+
+def _check_job(doc: dict[str, Any], raw_spec: dict[str, Any], ctx: Context) -> list[Problem]:
+    spec = doc["spec"]
+    problems = kuberay.check_rayjob(doc, raw_spec)
+    env, found = rayconfig.check_runtime_env(spec.get("runtimeEnvYAML") or "{}")
+    problems += found
+    if env is not None:
+        problems += credentials.env_vars_problems(env.get("env_vars") or {}, "spec.runtimeEnvYAML")
+        if ctx.workdir and env.get("working_dir") != ctx.workdir:
+            problems.append(
+                Problem(
+                    "spec.runtimeEnvYAML.working_dir",
+                    f"must be the image's WORKDIR {ctx.workdir!r}, got {env.get('working_dir')!r}",
+                )
+            )
+    if "entrypoint" not in spec:
+        return problems
+    entry, found = check_entrypoint(spec["entrypoint"], ctx.root)
+    problems += found
+    if entry is not None:
+        problems += credentials.argument_problems(entry.args, "spec.entrypoint")
+        problems += _job_fit_problems(doc, entry)
+    return problems
+
+
+def _job_fit_problems(doc: dict[str, Any], entry: Entrypoint) -> list[Problem]:
+    """The stage label names the job, and a training job's cluster fits its recipe."""
+    from agentworld.recipes import RECIPES
+
+    problems = []
+    label = (doc["metadata"].get("labels") or {}).get(STAGE_LABEL)
+    if label != entry.stage:
+        problems.append(
+            Problem(
+                f"metadata.labels[{STAGE_LABEL}]",
+                f"must be {entry.stage!r} (the job it runs), got {label!r}",
+            )
+        )
+    spec = doc["spec"].get("rayClusterSpec")
+    if spec and entry.stage in TRAIN_STAGES and entry.recipe in RECIPES:
+        problems += kuberay.capacity_problems(
+            spec, ("spec", "rayClusterSpec"), RECIPES[entry.recipe]().cluster
+        )
+    return problems
+
+
+def _check_service(doc: dict[str, Any], ctx: Context) -> list[Problem]:
+    text = doc["spec"].get("serveConfigV2")
+    if not text:
+        return [Problem("spec.serveConfigV2", "must be set (copied from a file under serve/)")]
+    problems = rayconfig.check_serve_config(text, ctx.root) + rayconfig.check_serve_source(
+        doc, ctx.root
+    )
+    config, _ = rayconfig.parse_yaml_mapping(text, "spec.serveConfigV2")
+    for i, app in enumerate((config or {}).get("applications") or []):
+        env_vars = ((app or {}).get("runtime_env") or {}).get("env_vars") or {}
+        problems += credentials.env_vars_problems(
+            env_vars, f"spec.serveConfigV2.applications[{i}].runtime_env"
+        )
+    return problems

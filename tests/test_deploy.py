@@ -1,0 +1,250 @@
+"""The KubeRay deployment under k8s/: every manifest, rendered through each overlay,
+passes the validator; deliberately broken copies fail with a message naming the field."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+
+from agentworld.deploy.crd import default_crd_dir
+from agentworld.deploy.kustomize import KustomizeError, build
+from agentworld.deploy.validate import overlay_dirs, validate
+
+ROOT = Path(__file__).resolve().parents[1]
+CRDS = default_crd_dir(ROOT)
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    """A copy of what the validator reads (k8s/, jobs/, serve/, pyproject.toml)."""
+    for name in ("k8s", "jobs", "serve"):
+        shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    return tmp_path
+
+
+def edit(path: Path, change: Callable[[list], None]) -> None:
+    """Load every YAML document of ``path``, let ``change`` mutate them, write them back."""
+    docs = list(yaml.safe_load_all(path.read_text()))
+    change(docs)
+    path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+
+
+def problems_of(root: Path) -> list[str]:
+    return [str(p) for p in validate(root, crd_dir=CRDS)]
+
+
+def find(problems: list[str], *fragments: str) -> list[str]:
+    return [p for p in problems if all(f in p for f in fragments)]
+
+
+def cluster(docs: list) -> dict:
+    return docs[0]["spec"]
+
+
+def test_every_manifest_through_each_overlay_passes():
+    overlays = {str(d.relative_to(ROOT)) for d in overlay_dirs(ROOT)}
+    assert {
+        "k8s/overlays/cpu",
+        "k8s/overlays/cpu/jobs",
+        "k8s/overlays/gpu",
+        "k8s/overlays/gpu/jobs",
+    } <= overlays
+    assert problems_of(ROOT) == []
+    jobs = {p.stem for p in (ROOT / "jobs").glob("*.py")} - {"demo"}
+    for overlay in ("cpu", "gpu"):
+        kinds = [r.doc["kind"] for r in build(ROOT / "k8s/overlays" / overlay).resources]
+        assert kinds.count("RayCluster") == 1
+        staged = {
+            r.doc["metadata"]["labels"]["agentworld.dev/stage"]
+            for r in build(ROOT / "k8s/overlays" / overlay / "jobs").resources
+        }
+        # One RayJob per job file that has landed (the pipeline's stages).
+        assert staged == jobs
+
+
+def test_misspelled_field_is_named(tree):
+    def misspell(docs):
+        head = cluster(docs)["headGroupSpec"]["template"]["spec"]["containers"][0]
+        head["imagePullPolicey"] = head.pop("imagePullPolicy")
+
+    edit(tree / "k8s/base/raycluster.yaml", misspell)
+    field = "spec.headGroupSpec.template.spec.containers[0].imagePullPolicey"
+    found = find(
+        problems_of(tree),
+        "RayCluster/agentworld",
+        f"{field}: unknown field; did you mean 'imagePullPolicy'?",
+    )
+    assert len(found) == 2  # through the cpu and the gpu overlay
+
+
+def test_wrong_type_is_named(tree):
+    edit(
+        tree / "k8s/base/raycluster.yaml",
+        lambda docs: cluster(docs)["headGroupSpec"]["rayStartParams"].update({"num-cpus": 0}),
+    )
+    assert find(
+        problems_of(tree),
+        "spec.headGroupSpec.rayStartParams.num-cpus: must be of type string, got 0",
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("one", "'one' is not a Kubernetes quantity"),
+        ("0.5", "'0.5': nvidia.com/gpu must be a whole number"),
+        (0.5, "must be an integer or a string, got 0.5"),
+    ],
+)
+def test_bad_gpu_quantity_is_named(tree, value, message):
+    def set_gpus(docs):
+        cluster(docs)["workerGroupSpecs"][1]["template"]["spec"]["containers"][0]["resources"][
+            "limits"
+        ]["nvidia.com/gpu"] = value
+
+    edit(tree / "k8s/base/raycluster.yaml", set_gpus)
+    field = "spec.workerGroupSpecs[1].template.spec.containers[0].resources.limits[nvidia.com/gpu]"
+    assert find(problems_of(tree), "k8s/overlays/gpu RayCluster/agentworld", f"{field}: {message}")
+
+
+def test_missing_required_field_is_named_and_defaults_fill_the_rest(tree):
+    def drop(docs):
+        group = cluster(docs)["workerGroupSpecs"][0]
+        del group["groupName"]
+        del group["minReplicas"]  # has a schema default (0): not an error
+        group["replicas"] = None  # YAML null: pruned, then defaulted
+
+    edit(tree / "k8s/base/raycluster.yaml", drop)
+    problems = problems_of(tree)
+    assert find(problems, "spec.workerGroupSpecs[0].groupName: required field is missing")
+    assert not find(problems, "minReplicas") and not find(problems, ".replicas")
+
+
+def test_int32_range_is_checked(tree):
+    edit(
+        tree / "k8s/base/raycluster.yaml",
+        lambda docs: cluster(docs)["workerGroupSpecs"][0].update({"maxReplicas": 2**31}),
+    )
+    assert find(
+        problems_of(tree),
+        "spec.workerGroupSpecs[0].maxReplicas: 2147483648 is out of range for int32",
+    )
+
+
+def test_entrypoint_naming_a_missing_recipe_is_named(tree):
+    patch = tree / "k8s/overlays/cpu/jobs/evaluate.yaml"
+    patch.write_text(patch.read_text().replace("--recipe debug_cpu", "--recipe no_such_recipe"))
+    found = find(
+        problems_of(tree),
+        "k8s/overlays/cpu/jobs RayJob/agentworld-evaluate",
+        "spec.entrypoint: recipe 'no_such_recipe' does not exist",
+    )
+    assert len(found) == 1
+
+
+def test_entrypoint_naming_a_missing_job_or_bad_argument_is_named(tree):
+    patch = tree / "k8s/overlays/cpu/jobs/collect.yaml"
+    text = patch.read_text()
+    patch.write_text(text.replace("jobs/collect.py", "jobs/colect.py"))
+    assert find(
+        problems_of(tree),
+        "RayJob/agentworld-collect",
+        "spec.entrypoint: jobs/colect.py does not exist",
+    )
+    patch.write_text(text.replace("--episodes 24", "--episodes many"))
+    assert find(
+        problems_of(tree),
+        "RayJob/agentworld-collect",
+        "jobs/collect.py rejects its arguments",
+        "--episodes",
+    )
+
+
+def test_credentials_only_through_secrets(tree):
+    def literal_key(docs):
+        head = cluster(docs)["headGroupSpec"]["template"]["spec"]["containers"][0]
+        head["env"] = [
+            {"name": "AWS_SECRET_ACCESS_KEY", "value": "hunter2hunter2"},
+            {"name": "TOKENIZERS_PARALLELISM", "value": "false"},
+        ]
+
+    edit(tree / "k8s/base/raycluster.yaml", literal_key)
+    problems = problems_of(tree)
+    assert find(
+        problems,
+        "spec.headGroupSpec.template.spec.containers[0].env[0].value: AWS_SECRET_ACCESS_KEY must come from a Secret",
+    )
+    assert not find(problems, "TOKENIZERS_PARALLELISM")
+
+
+def test_rayjob_lifecycle_fields_and_kuberay_rules(tree):
+    def loosen(docs):
+        spec = docs[0]["spec"]
+        del spec["backoffLimit"]
+        spec["shutdownAfterJobFinishes"] = False  # ttlSecondsAfterFinished > 0 needs it
+
+    edit(tree / "k8s/base/jobs/rayjob-collect.yaml", loosen)
+    problems = problems_of(tree)
+    assert find(problems, "RayJob/agentworld-collect", "spec.backoffLimit: must be set explicitly")
+    assert find(
+        problems,
+        "RayJob/agentworld-collect",
+        "spec.ttlSecondsAfterFinished: needs shutdownAfterJobFinishes: true",
+    )
+
+
+def test_head_runs_no_work(tree):
+    edit(
+        tree / "k8s/base/raycluster.yaml",
+        lambda docs: cluster(docs)["headGroupSpec"]["rayStartParams"].update({"num-cpus": "8"}),
+    )
+    assert find(problems_of(tree), 'spec.headGroupSpec.rayStartParams.num-cpus: must be "0"')
+
+
+def test_unrendered_manifest_and_broken_image_file_are_reported(tree):
+    (tree / "k8s/base/stray.yaml").write_text(
+        "apiVersion: ray.io/v1\nkind: RayCluster\nmetadata: {name: stray}\n"
+    )
+    dockerfile = tree / "k8s/Dockerfile"
+    dockerfile.write_text(dockerfile.read_text().replace('-e ".[gpu]"', "-e ."))
+    problems = problems_of(tree)
+    assert find(problems, "k8s/base/stray.yaml: no overlay renders this file")
+    assert find(problems, "k8s/Dockerfile: stage gpu: installs no `.[gpu]`")
+
+
+def test_renderer_applies_patches_namespace_labels_images(tree):
+    rendered = build(tree / "k8s/overlays/cpu").resources
+    (rc,) = [r.doc for r in rendered if r.doc["kind"] == "RayCluster"]
+    assert rc["metadata"]["namespace"] == "agentworld-trial"
+    assert rc["metadata"]["labels"]["agentworld.dev/overlay"] == "cpu"
+    assert [g["groupName"] for g in rc["spec"]["workerGroupSpecs"]] == ["cpu"]
+    images = {
+        c["image"]
+        for g in [rc["spec"]["headGroupSpec"], *rc["spec"]["workerGroupSpecs"]]
+        for c in g["template"]["spec"]["containers"]
+    }
+    assert images == {"agentworld:0.1.0-cpu"}
+
+
+@pytest.mark.parametrize(
+    ("kustomization", "message"),
+    [
+        ("namePrefix: x-\n", "field 'namePrefix' is not supported"),
+        (
+            "patches:\n  - target: {kind: RayJob, name: nope}\n    patch: '[{op: remove, path: /spec/suspend}]'\n",
+            "matches no resource",
+        ),
+        ("resources:\n  - ../../../README.md\n", "is outside"),
+    ],
+)
+def test_renderer_refuses_what_it_cannot_render_faithfully(tree, kustomization, message):
+    target = tree / "k8s/overlays/gpu/kustomization.yaml"
+    target.write_text(target.read_text() + kustomization)
+    (tree / "README.md").write_text("x")
+    with pytest.raises(KustomizeError, match=message):
+        build(target.parent)
