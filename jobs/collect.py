@@ -27,41 +27,57 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("--out", required=True, help="output directory (path or fsspec URL)")
-    p.add_argument("--domains", default="terminal,mcp,swe,search", help="comma-separated")
-    p.add_argument("--episodes", type=int, default=24)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--episodes-per-task", type=int, default=6)
-    p.add_argument("--parallel", type=int, default=2, help="Ray tasks in flight")
-    p.add_argument("--max-turns", type=int, default=10)
-    p.add_argument("--command-timeout", type=float, default=5.0, help="seconds per command")
-    p.add_argument("--output-cap", type=int, default=8192, help="bytes kept per observation")
-    p.add_argument("--mcp-servers", default="time,git")
-    p.add_argument("--agent-endpoint", default=None, help="OpenAI-compatible base URL")
-    p.add_argument("--agent-model", default=None)
+    p.add_argument("--recipe", default="debug_cpu", help="defaults come from recipe.collect")
+    p.add_argument("--domains", help="comma-separated, e.g. terminal,mcp,swe,search")
+    p.add_argument("--episodes", type=int)
+    p.add_argument("--seed", type=int)
+    p.add_argument("--episodes-per-task", type=int)
+    p.add_argument("--parallel", type=int, help="Ray tasks in flight")
+    p.add_argument("--max-turns", type=int)
+    p.add_argument("--command-timeout", type=float, help="seconds per command or tool call")
+    p.add_argument("--output-cap", type=int, help="bytes kept per observation")
+    p.add_argument("--mcp-servers", help="comma-separated: time,git")
+    p.add_argument("--agent-endpoint", help="OpenAI-compatible base URL; replaces the playbooks")
+    p.add_argument("--agent-model")
     return p.parse_args(argv)
 
 
-def build_config(args: argparse.Namespace):
-    from agentworld.collect import CollectConfig
+def _split(value: str | None) -> tuple[str, ...] | None:
+    return None if value is None else tuple(v.strip() for v in value.split(",") if v.strip())
 
-    return CollectConfig(
-        domains=tuple(d.strip() for d in args.domains.split(",") if d.strip()),
-        episodes=args.episodes,
-        seed=args.seed,
-        episodes_per_task=args.episodes_per_task,
-        max_parallel=args.parallel,
-        max_turns=args.max_turns,
-        command_timeout_s=args.command_timeout,
-        output_cap_bytes=args.output_cap,
-        mcp_servers=tuple(s.strip() for s in args.mcp_servers.split(",") if s.strip()),
-        agent_endpoint=args.agent_endpoint,
-        agent_model=args.agent_model,
-    )
+
+def build_config(args: argparse.Namespace):
+    """recipe.collect with the flags that were given."""
+    import dataclasses
+
+    from agentworld.recipes import get_recipe
+
+    given = {
+        "domains": _split(args.domains),
+        "episodes": args.episodes,
+        "seed": args.seed,
+        "episodes_per_task": args.episodes_per_task,
+        "max_parallel": args.parallel,
+        "max_turns": args.max_turns,
+        "command_timeout_s": args.command_timeout,
+        "output_cap_bytes": args.output_cap,
+        "mcp_servers": _split(args.mcp_servers),
+        "agent_endpoint": args.agent_endpoint,
+        "agent_model": args.agent_model,
+    }
+    base = get_recipe(args.recipe).collect
+    return dataclasses.replace(base, **{k: v for k, v in given.items() if v is not None})
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    config = build_config(args)  # a bad config fails here, before Ray starts
+    from agentworld.recipes import ConfigError
+
+    try:
+        config = build_config(args)  # a bad config fails here, before Ray starts
+    except ConfigError as e:
+        print(f"collect: invalid configuration: {e}", file=sys.stderr)
+        return 2
     import ray
 
     from agentworld.collect import collect

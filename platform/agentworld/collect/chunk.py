@@ -29,6 +29,13 @@ def failure(spec: EpisodeSpec, error: str) -> dict[str, Any]:
     return {"id": spec.id, "domain": spec.domain, "episode": spec.index, "error": error}
 
 
+def describe(e: BaseException) -> str:
+    """One line per root cause (task groups wrap the real errors in a group)."""
+    if isinstance(e, BaseExceptionGroup):
+        return "; ".join(describe(x) for x in e.exceptions)[:2000]
+    return traceback.format_exception_only(type(e), e)[-1].strip()[:2000]
+
+
 def run_chunk(
     specs: list[EpisodeSpec], config: CollectConfig, api_key: str | None = None
 ) -> ChunkResult:
@@ -43,8 +50,7 @@ def run_chunk(
             try:
                 traj = run_episode(spec, ws, policy)
             except Exception as e:  # noqa: BLE001 - any failure is reported, never dropped
-                tb = traceback.format_exception_only(type(e), e)[-1].strip()
-                result.failed.append(failure(spec, tb[:2000]))
+                result.failed.append(failure(spec, describe(e)))
                 _forget_broken_resources(ws, spec.domain)
                 continue
             result.records.append(traj.to_json())

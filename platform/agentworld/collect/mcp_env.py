@@ -27,6 +27,7 @@ from agentworld.collect.terminal import GIT_ENV, write_files
 from agentworld.schema import Turn
 
 SERVER_COMMANDS = {"time": "mcp-server-time", "git": "mcp-server-git"}
+START_TIMEOUT_S = 120.0
 SERVER_ARGS = {"time": ["--local-timezone", "UTC"], "git": []}
 
 
@@ -72,7 +73,9 @@ class McpServer:
             command=self._argv[0], args=self._argv[1:], env=base_env(GIT_ENV)
         )
         async with stdio_client(params, errlog=self._errlog) as streams:
-            async with ClientSession(*streams, read_timeout_seconds=self.timeout_s) as session:
+            # Start-up (a Python server importing its SDK) can take far longer than a
+            # call on a busy machine: the short per-call limit applies to calls only.
+            async with ClientSession(*streams, read_timeout_seconds=START_TIMEOUT_S) as session:
                 self.info = (await session.initialize()).server_info
                 yield session
 
@@ -88,7 +91,9 @@ class McpServer:
         from mcp.shared.exceptions import MCPError
 
         async def call() -> Any:
-            return await self.session.call_tool(name, arguments)
+            return await self.session.call_tool(
+                name, arguments, read_timeout_seconds=self.timeout_s
+            )
 
         try:
             result = self.portal.call(call)

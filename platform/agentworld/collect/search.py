@@ -12,6 +12,7 @@ import importlib
 import inspect
 import sys
 import time
+import warnings
 from dataclasses import dataclass
 
 from agentworld.collect.env import Action, Environment, Task
@@ -55,16 +56,24 @@ def load_corpus() -> tuple[Doc, ...]:
     fixed order (the corpus is the same for a given Python version)."""
     docs: list[Doc] = []
     for modname in CORPUS_MODULES:
-        module = importlib.import_module(modname)
-        if inspect.getdoc(module):
-            docs.append(Doc(id=modname, kind="module", text=inspect.getdoc(module)))
-        for name, obj in _members(module):
-            doc = inspect.getdoc(obj)
-            if doc:
-                docs.append(Doc(id=f"{modname}.{name}", kind=_kind(obj), text=doc))
-            if inspect.isclass(obj):
-                docs.extend(_methods(modname, name, obj))
+        with warnings.catch_warnings():  # typing.io and friends warn when touched
+            warnings.simplefilter("ignore", DeprecationWarning)
+            docs.extend(_module_docs(modname))
     return tuple(docs)
+
+
+def _module_docs(modname: str) -> list[Doc]:
+    docs: list[Doc] = []
+    module = importlib.import_module(modname)
+    if inspect.getdoc(module):
+        docs.append(Doc(id=modname, kind="module", text=inspect.getdoc(module)))
+    for name, obj in _members(module):
+        doc = inspect.getdoc(obj)
+        if doc:
+            docs.append(Doc(id=f"{modname}.{name}", kind=_kind(obj), text=doc))
+        if inspect.isclass(obj):
+            docs.extend(_methods(modname, name, obj))
+    return docs
 
 
 def _methods(modname: str, cls_name: str, cls: type) -> list[Doc]:

@@ -43,10 +43,12 @@ def collect(config: CollectConfig, out: str, **storage_options: Any) -> dict[str
     from agentworld.collect.parallel import run_chunks
 
     if is_complete(out, **storage_options):
-        return read_manifest(out, **storage_options)
+        manifest = read_manifest(out, **storage_options)
+        _check_same_config(out, manifest["config"], config)
+        return manifest
     api_key = os.environ.get(config.agent_api_key_env) if config.agent_endpoint else None
     chunks = plan_chunks(config)
-    todo = {k: c for k, c in chunks.items() if not _chunk_done(out, k, **storage_options)}
+    todo = {k: c for k, c in chunks.items() if not _chunk_done(out, k, c, **storage_options)}
     for k, result in run_chunks(todo, config, api_key):
         if result.records:
             write_jsonl(
@@ -68,8 +70,30 @@ def _status_url(out: str, k: int) -> str:
     return join(out, "status", f"part-{k:05d}.json")
 
 
-def _chunk_done(out: str, k: int, **storage_options: Any) -> bool:
-    return exists(_status_url(out, k), **storage_options)
+def _chunk_done(out: str, k: int, chunk: list[EpisodeSpec], **storage_options: Any) -> bool:
+    url = _status_url(out, k)
+    if not exists(url, **storage_options):
+        return False
+    recorded = json.loads(read_bytes(url, **storage_options))["episodes"]
+    if recorded != [s.id for s in chunk]:
+        raise ValueError(
+            f"{out} holds chunk {k} of another run (episodes {recorded[:3]}...); "
+            "resume with the same --episodes/--domains/--seed/--episodes-per-task or use a new --out"
+        )
+    return True
+
+
+def _check_same_config(out: str, recorded: dict[str, Any], config: CollectConfig) -> None:
+    """A complete run answers a rerun only when it was made with the same config."""
+    from dataclasses import asdict
+
+    now = json.loads(json.dumps(asdict(config)))
+    diff = sorted(k for k in now if recorded.get(k) != now[k])
+    if diff:
+        raise ValueError(
+            f"{out} is a complete collect run with a different config ({', '.join(diff)}); "
+            "use a new --out"
+        )
 
 
 def _finish(config: CollectConfig, out: str, chunks: dict, **storage_options: Any) -> dict:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from agentworld.collect.config import CollectConfig
 from agentworld.evaluate.config import EvaluateConfig
 from agentworld.rl.config import RLConfig
 
@@ -145,6 +146,8 @@ class Recipe:
     model: ModelConfig = field(default_factory=ModelConfig)
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+    collect: CollectConfig = field(default_factory=CollectConfig)
+    """The collect stage: domains, episodes, seed and the sandbox limits of recording."""
     evaluate: EvaluateConfig = field(default_factory=EvaluateConfig)
     """The evaluate stage: model inference (vLLM or endpoint) and the rubric judge."""
     rl: RLConfig = field(default_factory=RLConfig)
