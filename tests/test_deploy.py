@@ -136,12 +136,14 @@ def test_int32_range_is_checked(tree):
 
 
 def test_entrypoint_naming_a_missing_recipe_is_named(tree):
-    patch = tree / "k8s/overlays/cpu/jobs/evaluate.yaml"
-    patch.write_text(patch.read_text().replace("--recipe debug_cpu", "--recipe no_such_recipe"))
+    def use_missing_recipe(docs):
+        docs[0][0]["value"] = "python jobs/demo.py --recipe no_such_recipe --out /data/runs/demo"
+
+    edit(tree / "k8s/overlays/cpu/jobs/collect.yaml", use_missing_recipe)
     found = find(
         problems_of(tree),
-        "k8s/overlays/cpu/jobs RayJob/agentworld-evaluate",
-        "spec.entrypoint: recipe 'no_such_recipe' does not exist",
+        "k8s/overlays/cpu/jobs RayJob/agentworld-collect",
+        "spec.entrypoint: recipe 'no_such_recipe' does not exist (known: ",
     )
     assert len(found) == 1
 
