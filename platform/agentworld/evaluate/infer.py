@@ -1,0 +1,120 @@
+"""``infer``: a prediction per item, from a local checkpoint (vLLM on Ray Data, see
+``engine``) or any OpenAI-compatible endpoint, resumable.
+
+Finished predictions are written as atomic parts under ``<out>/parts/`` as they come
+in; a rerun skips the keys already there, so nothing is redone or duplicated. Items the
+endpoint failed for good go to ``<out>/failed.jsonl`` (rewritten each run) and are
+retried by the next run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from agentworld.evaluate.client import ChatClient, EndpointError
+from agentworld.evaluate.config import InferConfig
+from agentworld.evaluate.items import EvalItem
+from agentworld.evaluate.store import PartWriter, merge, read_parts
+from agentworld.io import join, write_jsonl
+
+
+@dataclass(frozen=True, kw_only=True)
+class InferCounts:
+    items: int
+    """Items asked for in this run (after ``max_items``)."""
+    resumed: int
+    """Already predicted by an earlier run: kept, not redone."""
+    predicted: int
+    """Predicted by this run."""
+    failed: int
+    """Failed for good in this run (retried by the next)."""
+
+
+def prediction_row(item: EvalItem, output: str, finish_reason: str | None) -> dict[str, Any]:
+    """An item with its raw output and the observation parsed from it."""
+    from agentworld.schema import parse_output
+
+    return {
+        **item.to_dict(),
+        "output": output,
+        "prediction": parse_output(output).observation,
+        "finish_reason": finish_reason,
+    }
+
+
+def failure_row(item: EvalItem, error: str, attempts: int) -> dict[str, Any]:
+    return {"key": item.key, "domain": item.domain, "error": error, "attempts": attempts}
+
+
+def run_infer(
+    items: list[EvalItem],
+    cfg: InferConfig,
+    out_url: str,
+    *,
+    model_url: str | None = None,
+    **storage_options: Any,
+) -> InferCounts:
+    """Predict every item not yet predicted under ``out_url``; writes
+    ``predictions.jsonl`` (input order) and ``failed.jsonl``."""
+    if cfg.max_items is not None:
+        items = items[: cfg.max_items]
+    parts_url = join(out_url, "parts")
+    done = read_parts(parts_url, **storage_options)
+    todo = [i for i in items if i.key not in done]
+    with PartWriter(parts_url, flush_every=cfg.flush_every, **storage_options) as writer:
+        if not todo:
+            failures: list[dict[str, Any]] = []
+        elif cfg.backend == "endpoint":
+            failures = asyncio.run(infer_endpoint(todo, cfg, writer.add))
+        else:
+            if model_url is None:
+                raise ValueError("model_url: the vllm backend needs a checkpoint URL")
+            from agentworld.evaluate.engine import infer_vllm
+
+            failures = infer_vllm(todo, cfg, model_url, writer.add)
+    rows = read_parts(parts_url, **storage_options)
+    merge(rows, [i.key for i in items], join(out_url, "predictions.jsonl"), **storage_options)
+    write_jsonl(join(out_url, "failed.jsonl"), failures, **storage_options)
+    return InferCounts(
+        items=len(items),
+        resumed=len(items) - len(todo),
+        predicted=writer.written,
+        failed=len(failures),
+    )
+
+
+async def infer_endpoint(
+    items: list[EvalItem], cfg: InferConfig, emit: Callable[[dict[str, Any]], None]
+) -> list[dict[str, Any]]:
+    """Ask the endpoint for every item with ``endpoint.concurrency`` requests in flight;
+    ``emit`` gets each finished prediction row as soon as it arrives."""
+    failures: list[dict[str, Any]] = []
+    async with ChatClient(cfg.endpoint) as client:
+
+        async def one(item: EvalItem) -> None:
+            try:
+                c = await client.complete(item.messages, cfg.sampling)
+            except EndpointError as e:
+                failures.append(failure_row(item, str(e), e.attempts))
+                return
+            emit(prediction_row(item, c.text, c.finish_reason))
+
+        await bounded_map(one, items, limit=cfg.endpoint.concurrency)
+    return failures
+
+
+async def bounded_map(
+    fn: Callable[[Any], Awaitable[None]], items: Iterable[Any], *, limit: int
+) -> None:
+    """``await fn(item)`` for every item with at most ``limit`` running at once; items
+    are pulled lazily, so a million items are never a million pending coroutines."""
+    it = iter(items)
+
+    async def worker() -> None:
+        for item in it:  # one iterator shared by every worker: each item is taken once
+            await fn(item)
+
+    await asyncio.gather(*(worker() for _ in range(limit)))

@@ -1,0 +1,90 @@
+"""``score``: per-domain aggregates of judge verdicts and judge-free rule metrics.
+
+Judge: per dimension, the mean raw score (1..5) over valid verdicts normalized as
+(raw - 1) / 4 * 100; ``overall`` is the normalized mean of the valid totals (a total is
+the mean of an item's five scores); ``valid`` and ``failed`` count judgments (failed =
+no well-formed verdict, or the endpoint failed for good). Rule metrics: the mean over
+predictions, as percentages; JSON validity only over items whose real observation is
+JSON. The ``all`` row pools every item (micro average).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+from agentworld.evaluate.metrics import METRIC_NAMES, rule_metrics
+from agentworld.evaluate.rubrics import DIMENSIONS
+
+ALL = "all"
+
+
+def normalize_score(raw: float) -> float:
+    """A 1..5 judge score on the 0..100 scale."""
+    return (raw - 1) / 4 * 100
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _by_domain(rows: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        groups[row["domain"]].append(row)
+        groups[ALL].append(row)
+    return groups
+
+
+def rule_summary(predictions: list[dict[str, Any]]) -> dict[str, Any]:
+    """Rule metrics of prediction rows (``output`` and ``reference`` fields)."""
+    per_item = [rule_metrics(p["output"], p["reference"]) for p in predictions]
+    out: dict[str, Any] = {}
+    for name in METRIC_NAMES:
+        values = [m[name] for m in per_item if m[name] is not None]
+        mean = _mean(values)
+        out[name] = None if mean is None else 100 * mean
+    out["json_items"] = sum(m["json_valid"] is not None for m in per_item)
+    return out
+
+
+def judge_summary(judgments: list[dict[str, Any]], endpoint_failed: int = 0) -> dict[str, Any]:
+    """Judge aggregates of judgment rows (``ok``, ``scores``, ``total`` fields)."""
+    valid = [j for j in judgments if j["ok"]]
+    out: dict[str, Any] = {
+        "valid": len(valid),
+        "failed": len(judgments) - len(valid) + endpoint_failed,
+    }
+    total = _mean([j["total"] for j in valid])
+    out["overall"] = None if total is None else normalize_score(total)
+    for d in DIMENSIONS:
+        raw = _mean([j["scores"][d] for j in valid])
+        out[d] = None if raw is None else normalize_score(raw)
+    return out
+
+
+def summarize(
+    predictions: list[dict[str, Any]],
+    *,
+    judgments: list[dict[str, Any]] | None = None,
+    judge_failed: list[dict[str, Any]] = (),
+    infer_failed: list[dict[str, Any]] = (),
+    model: str = "model",
+) -> dict[str, Any]:
+    """The summary JSON: ``{"model", "judged", "domains": {domain or "all": {...}}}``."""
+    preds = _by_domain(predictions)
+    judged = _by_domain(judgments or [])
+    j_failed = _by_domain(judge_failed)
+    i_failed = _by_domain(infer_failed)
+    domains: dict[str, Any] = {}
+    for domain in sorted(set(preds) | set(i_failed) | set(judged), key=lambda d: (d == ALL, d)):
+        entry: dict[str, Any] = {
+            "predictions": len(preds.get(domain, [])),
+            "infer_failed": len(i_failed.get(domain, [])),
+            "rule": rule_summary(preds.get(domain, [])),
+        }
+        if judgments is not None:
+            entry["judge"] = judge_summary(judged.get(domain, []), len(j_failed.get(domain, [])))
+        domains[domain] = entry
+    return {"model": model, "judged": judgments is not None, "domains": domains}

@@ -1,0 +1,193 @@
+"""The evaluate stages over a run directory, with manifests and reruns:
+
+  <run>/infer/   parts/, predictions.jsonl, failed.jsonl, quarantine.jsonl, manifest.json
+  <run>/judge/   parts/, judgments.jsonl, failed.jsonl, manifest.json
+  <run>/score/   summary.json, table.md, chart.png, manifest.json
+
+A stage whose manifest is complete and whose inputs have not changed since does
+nothing; ``infer`` is complete only when no item failed, so a rerun retries failures.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from agentworld.evaluate.config import InferConfig, JudgeConfig
+from agentworld.io import (
+    exists,
+    join,
+    read_jsonl,
+    read_manifest,
+    write_bytes,
+    write_jsonl,
+    write_manifest,
+)
+
+
+def _stamp(url: str, **so: Any) -> str | None:
+    """When a stage's manifest was written: what a later stage records as its input."""
+    m = read_manifest(url, **so)
+    return m and m["written_at"]
+
+
+def _up_to_date(url: str, inputs: dict[str, Any], **so: Any) -> bool:
+    m = read_manifest(url, **so)
+    return bool(m and m["status"] == "complete" and m["inputs"] == inputs)
+
+
+def _rows(url: str, **so: Any) -> list[dict[str, Any]]:
+    return read_jsonl(url, **so) if exists(url, **so) else []
+
+
+def infer_stage(
+    input_url: str,
+    run_url: str,
+    cfg: InferConfig,
+    *,
+    model_url: str | None = None,
+    name: str = "model",
+    fmt: str = "auto",
+    **so: Any,
+) -> dict[str, Any]:
+    """Load items, predict the missing ones, write the manifest; returns it."""
+    from dataclasses import asdict
+
+    from agentworld.evaluate.infer import run_infer
+    from agentworld.evaluate.items import load_items
+
+    out = join(run_url, "infer")
+    model = model_url if cfg.backend == "vllm" else cfg.endpoint.base_url
+    inputs = {"input": input_url, "format": fmt, "model": model, "name": name}
+    if _up_to_date(out, inputs, **so):
+        return read_manifest(out, **so)
+    loaded = load_items(input_url, fmt=fmt, **so)
+    write_jsonl(join(out, "quarantine.jsonl"), loaded.rejected, **so)
+    counts = asdict(run_infer(loaded.items, cfg, out, model_url=model_url, **so))
+    counts["quarantined"] = len(loaded.rejected)
+    return write_manifest(
+        out,
+        stage="evaluate.infer",
+        inputs=inputs,
+        config=cfg,
+        counts={**counts, "input_format": loaded.fmt},
+        outputs={"predictions": join(out, "predictions.jsonl")},
+        status="complete" if counts["failed"] == 0 else "partial",
+        **so,
+    )
+
+
+def judge_stage(run_url: str, cfg: JudgeConfig, **so: Any) -> dict[str, Any]:
+    """Judge the run's predictions that have no judgment yet."""
+    from dataclasses import asdict
+
+    from agentworld.evaluate.judging import run_judge
+
+    out = join(run_url, "judge")
+    inputs = {"infer": _stamp(join(run_url, "infer"), **so)}
+    if inputs["infer"] is None:
+        raise FileNotFoundError(f"{run_url}: no infer/manifest.json; run infer first")
+    if _up_to_date(out, inputs, **so):
+        return read_manifest(out, **so)
+    predictions = read_jsonl(join(run_url, "infer", "predictions.jsonl"), **so)
+    counts = asdict(run_judge(predictions, cfg, out, **so))
+    return write_manifest(
+        out,
+        stage="evaluate.judge",
+        inputs=inputs,
+        config=cfg,
+        counts=counts,
+        outputs={"judgments": join(out, "judgments.jsonl")},
+        status="complete" if counts["endpoint_failed"] == 0 else "partial",
+        **so,
+    )
+
+
+def score_stage(
+    run_url: str, *, model: str, metric: str | None = None, title: str | None = None, **so: Any
+) -> dict[str, Any]:
+    """Summary JSON, Markdown table and chart of the run (judge scores when judged)."""
+    from agentworld.evaluate.report import default_metric, markdown_table
+    from agentworld.evaluate.score import summarize
+
+    out = join(run_url, "score")
+    inputs = {
+        "infer": _stamp(join(run_url, "infer"), **so),
+        "judge": _stamp(join(run_url, "judge"), **so),
+        "model": model,
+        "metric": metric,
+    }
+    if inputs["infer"] is None:
+        raise FileNotFoundError(f"{run_url}: no infer/manifest.json; run infer first")
+    if _up_to_date(out, inputs, **so):
+        return read_manifest(out, **so)
+    judge_dir = join(run_url, "judge")
+    summary = summarize(
+        read_jsonl(join(run_url, "infer", "predictions.jsonl"), **so),
+        judgments=_rows(join(judge_dir, "judgments.jsonl"), **so) if inputs["judge"] else None,
+        judge_failed=_rows(join(judge_dir, "failed.jsonl"), **so),
+        infer_failed=_rows(join(run_url, "infer", "failed.jsonl"), **so),
+        model=model,
+    )
+    metric = metric or default_metric([summary])
+    write_outputs(out, [summary], metric=metric, table=markdown_table(summary, title=title), **so)
+    return write_manifest(
+        out,
+        stage="evaluate.score",
+        inputs=inputs,
+        config={"metric": metric, "title": title},
+        counts={d: e["predictions"] for d, e in summary["domains"].items()},
+        outputs={
+            "summary": join(out, "summary.json"),
+            "table": join(out, "table.md"),
+            "chart": join(out, "chart.png"),
+        },
+        **so,
+    )
+
+
+def compare_stage(
+    summary_urls: list[str], out: str, *, metric: str | None = None, **so: Any
+) -> dict[str, Any]:
+    """One table and one chart over several runs' summaries (one bar per model)."""
+    from agentworld.evaluate.report import comparison_table, default_metric
+    from agentworld.io import read_bytes
+
+    summaries = [json.loads(read_bytes(u, **so)) for u in summary_urls]
+    metric = metric or default_metric(summaries)
+    write_outputs(out, summaries, metric=metric, table=comparison_table(summaries, metric), **so)
+    return write_manifest(
+        out,
+        stage="evaluate.compare",
+        inputs=summary_urls,
+        config={"metric": metric},
+        counts={"models": len(summaries)},
+        outputs={"table": join(out, "table.md")},
+        **so,
+    )
+
+
+def write_outputs(
+    out: str, summaries: list[dict[str, Any]], *, metric: str, table: str, **so: Any
+) -> None:
+    from agentworld.evaluate.report import chart_png
+
+    if len(summaries) == 1:
+        data = json.dumps(summaries[0], indent=2, sort_keys=True).encode()
+        write_bytes(join(out, "summary.json"), data, **so)
+    write_bytes(join(out, "table.md"), table.encode(), **so)
+    write_bytes(join(out, "chart.png"), chart_png(summaries, metric), **so)
+
+
+def infer_model(run_url: str, **so: Any) -> str:
+    """The label the run's model was given at infer time."""
+    m = read_manifest(join(run_url, "infer"), **so)
+    if m is None:
+        raise FileNotFoundError(f"{run_url}: no infer/manifest.json; run infer first")
+    return m["inputs"]["name"]
+
+
+def read_table(run_url: str, **so: Any) -> str:
+    from agentworld.io import read_bytes
+
+    return read_bytes(join(run_url, "score", "table.md"), **so).decode()
