@@ -72,3 +72,21 @@ def argument_problems(args: tuple[str, ...], field: str) -> list[Problem]:
         for arg in args
         if _SECRET_FLAG.match(arg)
     ]
+
+
+def literal_config_problems(node: Any, field: str) -> Iterator[Problem]:
+    """Credential-named keys with a non-empty value anywhere in a config (a Serve
+    application's ``args``): ``auth.api_keys: {team: key}`` belongs in a Secret."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            sub = f"{field}.{key}"
+            if looks_like_credential(str(key)) and value:
+                yield Problem(
+                    sub,
+                    "credentials may not be written into a Serve config; load them from a Secret",
+                )
+            else:
+                yield from literal_config_problems(value, sub)
+    elif isinstance(node, list):
+        for i, item in enumerate(node):
+            yield from literal_config_problems(item, f"{field}[{i}]")

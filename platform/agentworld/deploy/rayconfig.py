@@ -78,6 +78,14 @@ def check_serve_config(
         schema = ServeDeploySchema.model_validate(config)
     except ValidationError as e:
         return [Problem(f"{field}.{_loc(err['loc'])}", err["msg"]) for err in e.errors()]
+    host = (config.get("http_options") or {}).get("host")
+    if host not in (None, "0.0.0.0", "::"):
+        problems.append(
+            Problem(
+                f"{field}.http_options.host",
+                f"{host!r}: the RayService's Kubernetes Service reaches only a proxy listening on all interfaces (0.0.0.0)",
+            )
+        )
     for i, app in enumerate(schema.applications):
         problem = _import_problem(app.import_path, repo_root)
         if problem:

@@ -172,8 +172,10 @@ def _check_service(doc: dict[str, Any], ctx: Context) -> list[Problem]:
     )
     config, _ = rayconfig.parse_yaml_mapping(text, "spec.serveConfigV2")
     for i, app in enumerate((config or {}).get("applications") or []):
+        where = f"spec.serveConfigV2.applications[{i}]"
         env_vars = ((app or {}).get("runtime_env") or {}).get("env_vars") or {}
-        problems += credentials.env_vars_problems(
-            env_vars, f"spec.serveConfigV2.applications[{i}].runtime_env"
+        problems += credentials.env_vars_problems(env_vars, f"{where}.runtime_env")
+        problems += credentials.literal_config_problems(
+            (app or {}).get("args") or {}, f"{where}.args"
         )
     return problems
