@@ -18,6 +18,7 @@ from agentworld.deploy.dockerfile import check_dockerfile
 from agentworld.deploy.entrypoint import Entrypoint, check_entrypoint
 from agentworld.deploy.kustomize import KustomizeError, build
 from agentworld.deploy.problems import Problem
+from agentworld.deploy.simapp import SIM_IMPORT_PATHS, check_sim_args
 
 STAGE_LABEL = "agentworld.dev/stage"
 DOCKERFILE = "k8s/Dockerfile"
@@ -178,4 +179,7 @@ def _check_service(doc: dict[str, Any], ctx: Context) -> list[Problem]:
         problems += credentials.literal_config_problems(
             (app or {}).get("args") or {}, f"{where}.args"
         )
+        if (app or {}).get("import_path") in SIM_IMPORT_PATHS:
+            cluster = doc["spec"]["rayClusterConfig"]
+            problems += check_sim_args(app.get("args") or {}, cluster, f"{where}.args")
     return problems
