@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from agentworld.collect.config import CollectConfig
+from agentworld.data.config import DataConfig
 from agentworld.evaluate.config import EvaluateConfig
 from agentworld.rl.config import RLConfig
 
@@ -148,6 +149,8 @@ class Recipe:
     train: TrainConfig = field(default_factory=TrainConfig)
     collect: CollectConfig = field(default_factory=CollectConfig)
     """The collect stage: domains, episodes, seed and the sandbox limits of recording."""
+    data: DataConfig = field(default_factory=DataConfig)
+    """The prepare stage: validation, dedup, decontamination, tokenization, packing."""
     evaluate: EvaluateConfig = field(default_factory=EvaluateConfig)
     """The evaluate stage: model inference (vLLM or endpoint) and the rubric judge."""
     rl: RLConfig = field(default_factory=RLConfig)

@@ -1,0 +1,107 @@
+"""Audit outputs of the records prepare removed, each with its reason:
+``quarantine/`` (line, error, field, reason, raw text), ``contaminated/`` (overlap and
+the evaluation record it matched), ``duplicates/`` (every member of every cluster, the
+survivor included, with cluster ids and what it duplicates)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from agentworld.data.shards import write_sharded
+
+QUARANTINE_COLUMNS = [
+    "uid",
+    "input",
+    "offset",
+    "line",
+    "error",
+    "field",
+    "reason",
+    "domain",
+    "source",
+    "raw",
+]
+CONTAMINATED_COLUMNS = [
+    "uid",
+    "trajectory_id",
+    "domain",
+    "source",
+    "input",
+    "offset",
+    "overlap",
+    "eval_id",
+    "record",
+]
+DUPLICATE_COLUMNS = [
+    "uid",
+    "trajectory_id",
+    "domain",
+    "source",
+    "input",
+    "offset",
+    "state",
+    "dup_of",
+    "kept_uid",
+    "exact_cluster",
+    "near_cluster",
+]
+
+
+def _rows_in_state(block: pa.Table, *, state: str) -> pa.Table:
+    return block.filter(pc.equal(block.column("state"), state))
+
+
+def _clustered(block: pa.Table) -> pa.Table:
+    keep = pc.or_(
+        pc.is_valid(block.column("exact_cluster")), pc.is_valid(block.column("near_cluster"))
+    )
+    return block.filter(keep)
+
+
+def write_audit(
+    labelled,
+    out_url: str,
+    *,
+    counts: dict[str, int],
+    clustered: int,
+    rows_per_shard: int,
+    storage_options: dict[str, Any],
+) -> dict[str, int]:
+    """Write the three audit directories; returns shards written per directory."""
+    from agentworld.io import join
+
+    plans = [
+        (
+            "quarantine",
+            _rows_in_state,
+            {"state": "quarantined"},
+            counts["quarantined"],
+            QUARANTINE_COLUMNS,
+        ),
+        (
+            "contaminated",
+            _rows_in_state,
+            {"state": "contaminated"},
+            counts["contaminated"],
+            CONTAMINATED_COLUMNS,
+        ),
+        ("duplicates", _clustered, {}, clustered, DUPLICATE_COLUMNS),
+    ]
+    shards = {}
+    for name, fn, kwargs, n_rows, columns in plans:
+        rows = labelled.map_batches(fn, batch_format="pyarrow", fn_kwargs=kwargs or None)
+        stats = write_sharded(
+            rows,
+            join(out_url, name),
+            n_rows=n_rows,
+            rows_per_shard=rows_per_shard,
+            key="uid",
+            sort_by=["uid"],
+            columns=columns,
+            storage_options=storage_options,
+        )
+        shards[name] = stats.num_rows
+    return shards

@@ -1,0 +1,158 @@
+"""Typed configuration of the prepare stage. Free of heavy imports: the recipes module
+imports it. Invalid values raise ConfigError naming the field (``data.<name>``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Priority = Literal["more_turns", "success", "longer"]
+
+
+def _error(name: str, message: str) -> ValueError:
+    # Imported here so that agentworld.recipes can import this module at its top.
+    from agentworld.recipes.config import ConfigError
+
+    return ConfigError(f"data.{name}", message)
+
+
+def _check_positive(**values: float) -> None:
+    for name, value in values.items():
+        if value <= 0:
+            raise _error(name, f"must be > 0, got {value}")
+
+
+def _check_fraction(name: str, value: float, *, low_open: bool = False) -> None:
+    ok = (0 < value <= 1) if low_open else (0 <= value < 1)
+    if not ok:
+        interval = "(0, 1]" if low_open else "[0, 1)"
+        raise _error(name, f"must be in {interval}, got {value}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DataConfig:
+    """Ingest, validation, dedup, decontamination, tokenization and packing."""
+
+    input_format: Literal["auto", "record", "awb", "chat"] = "auto"
+    """Shard format; ``auto`` detects it per line (``turns`` = record, ``messages`` =
+    chat with tool calls, ``prompt``/``response`` = AgentWorldBench row)."""
+    custom_domains: tuple[str, ...] = ()
+    """Domains registered (agentworld.schema.register_domain) in every worker before
+    parsing, for records of domains beyond the seven built in."""
+    num_workers: int = 2
+    """CPUs Ray Data may use at once (and shuffle partitions): the job's parallelism."""
+    block_records: int = 2000
+    """Records per block produced by the readers."""
+    split_bytes: int = 128 * 1024 * 1024
+    """Uncompressed JSONL files larger than this are read as several byte ranges."""
+    min_turns: int = 1
+    """Records with fewer turns are quarantined."""
+    max_record_chars: int = 8_000_000
+    """Records whose text is longer are quarantined (a runaway log, a binary dump)."""
+    exact_dedup: bool = True
+    """Remove records whose normalized text is identical to a better one."""
+    near_dedup: bool = True
+    """Remove records whose word-shingle Jaccard with a better one is >= the threshold."""
+    near_dup_threshold: float = 0.8
+    """Jaccard similarity above which two trajectories are near duplicates; every
+    candidate pair from LSH is verified against it on the actual shingle sets."""
+    shingle_size: int = 5
+    """Words per shingle."""
+    num_perm: int = 128
+    """MinHash permutations."""
+    lsh_bands: int | None = None
+    """LSH bands; None derives bands and rows from the threshold (set both or neither)."""
+    lsh_rows: int | None = None
+    """Rows per band; bands * rows must not exceed num_perm."""
+    lsh_recall_weight: float = 0.9
+    """Weight of missed pairs against spurious candidates when bands and rows are
+    derived. Spurious candidates only cost a verification, so recall weighs more: at
+    0.9 with 128 permutations and threshold 0.8, pairs of Jaccard 0.85 meet with
+    probability 0.975 (0.69 at equal weights)."""
+    bucket_all_pairs_max: int = 64
+    """Buckets up to this size emit every pair as a candidate; larger buckets pair each
+    member with its sorted neighbour and with the bucket's first ``bucket_anchors``
+    members, so a huge bucket never costs quadratic work."""
+    bucket_anchors: int = 4
+    """Anchor members per oversized bucket."""
+    survivor_priority: tuple[Priority, ...] = ("more_turns", "success")
+    """Order of preference for the record a cluster keeps; ties go to the smallest
+    (trajectory id, source, input location), so the choice is stable."""
+    decontam_ngram: int = 8
+    """Words per n-gram compared with the evaluation sets."""
+    decontam_threshold: float = 0.5
+    """A record whose share of turn n-grams found in an evaluation set is at least this
+    is contaminated and removed. Environment text is not compared: many trajectories
+    share one system prompt."""
+    eval_fraction: float = 0.05
+    """Share of trajectories held out, chosen by a stable hash of the trajectory id."""
+    min_eval_trajectories: int = 1
+    """At least this many trajectories are held out (the smallest hashes), so that small
+    corpora still get an eval split."""
+    sft_truncation: Literal["left", "drop"] = "left"
+    """SFT samples longer than the sequence: ``left`` drops the oldest turns and keeps
+    the environment text (dropping the sample when even that does not fit); ``drop``
+    drops the sample. Either way the reason is counted in the report."""
+    pack_window: int = 16384
+    """Samples packed together by best-fit-decreasing (one packing group, one shard)."""
+    rows_per_shard: int = 50_000
+    """Rows per audit shard (quarantine, duplicates, contaminated, samples)."""
+    tokenizer_train_docs: int = 200_000
+    """Most trajectories the tokenizer is trained on (a stable hash picks them)."""
+    progress_bars: bool = True
+    """Ray Data's progress bars; the stage lines are printed either way."""
+    seed: int = 0
+    """Seed of the MinHash permutations and of the order of packed rows."""
+
+    def __post_init__(self) -> None:
+        _check_positive(
+            num_workers=self.num_workers,
+            block_records=self.block_records,
+            split_bytes=self.split_bytes,
+            min_turns=self.min_turns,
+            max_record_chars=self.max_record_chars,
+            shingle_size=self.shingle_size,
+            num_perm=self.num_perm,
+            bucket_all_pairs_max=self.bucket_all_pairs_max,
+            bucket_anchors=self.bucket_anchors,
+            decontam_ngram=self.decontam_ngram,
+            pack_window=self.pack_window,
+            rows_per_shard=self.rows_per_shard,
+            tokenizer_train_docs=self.tokenizer_train_docs,
+        )
+        _check_fraction("near_dup_threshold", self.near_dup_threshold, low_open=True)
+        _check_fraction("decontam_threshold", self.decontam_threshold, low_open=True)
+        _check_fraction("eval_fraction", self.eval_fraction)
+        _check_fraction("lsh_recall_weight", self.lsh_recall_weight)
+        if self.min_eval_trajectories < 0:
+            raise _error("min_eval_trajectories", f"must be >= 0, got {self.min_eval_trajectories}")
+        self._check_lsh()
+        self._check_priority()
+
+    def _check_lsh(self) -> None:
+        if (self.lsh_bands is None) != (self.lsh_rows is None):
+            raise _error("lsh_bands", "set lsh_bands and lsh_rows together, or neither")
+        if self.lsh_bands is None:
+            return
+        _check_positive(lsh_bands=self.lsh_bands, lsh_rows=self.lsh_rows)
+        if self.lsh_bands * self.lsh_rows > self.num_perm:
+            raise _error(
+                "lsh_bands",
+                f"lsh_bands * lsh_rows = {self.lsh_bands * self.lsh_rows} exceeds num_perm {self.num_perm}",
+            )
+
+    def _check_priority(self) -> None:
+        allowed = ("more_turns", "success", "longer")
+        for key in self.survivor_priority:
+            if key not in allowed:
+                raise _error("survivor_priority", f"unknown key {key!r}; use {', '.join(allowed)}")
+        if len(set(self.survivor_priority)) != len(self.survivor_priority):
+            raise _error("survivor_priority", "keys must not repeat")
+
+    def lsh_shape(self) -> tuple[int, int]:
+        """(bands, rows): the configured ones, or those derived from the threshold."""
+        if self.lsh_bands is not None and self.lsh_rows is not None:
+            return self.lsh_bands, self.lsh_rows
+        from agentworld.data.minhash import optimal_bands_rows
+
+        return optimal_bands_rows(self.near_dup_threshold, self.num_perm, self.lsh_recall_weight)

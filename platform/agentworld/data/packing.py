@@ -1,0 +1,138 @@
+"""The pack stage on Ray Data: samples are spread over packing groups by a stable hash
+of their key (``ceil(n / pack_window)`` groups per kind and split), each group is
+packed best-fit-decreasing by one task and written as
+``packed/<kind>/<split>/part-XXXXX.parquet``. Shards already written by a killed run
+are kept (their content is determined by the data), the rest are written."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from agentworld.data.pack import pack_documents
+from agentworld.data.shards import shard_index, shard_name
+from agentworld.data.text import hash64
+
+PACK_STATS = pa.schema(
+    [
+        ("shard", pa.string()),
+        ("kind", pa.string()),
+        ("split", pa.string()),
+        ("rows", pa.int64()),
+        ("docs", pa.int64()),
+        ("tokens", pa.int64()),
+        ("targets", pa.int64()),
+    ]
+)
+
+
+def group_counts(counts: dict[tuple[str, str], int], pack_window: int) -> dict[str, int]:
+    """Packing groups per "kind/split"."""
+    return {f"{k}/{s}": max(1, math.ceil(n / pack_window)) for (k, s), n in counts.items() if n}
+
+
+def assign_group(block: pa.Table, *, groups: dict[str, int]) -> pa.Table:
+    """Keep packable samples (not dropped) and tag each with its shard path."""
+    block = block.filter(pc.is_null(block.column("drop_reason")))
+    prefix = [
+        f"{k}/{s}"
+        for k, s in zip(
+            block.column("kind").to_pylist(), block.column("split").to_pylist(), strict=True
+        )
+    ]
+    keys = block.column("key").to_pylist()
+    names = []
+    for p, key in zip(prefix, keys, strict=True):
+        g = int(shard_index([key], groups[p])[0])
+        names.append(f"{p}/{shard_name(g)}")
+    return block.select(["kind", "split", "key", "tokens", "mask"]).append_column(
+        "shard", pa.array(names, pa.string())
+    )
+
+
+def pack_group(
+    group: pa.Table,
+    *,
+    base_url: str,
+    seq_len: int,
+    pad_id: int,
+    seed: int,
+    storage_options: dict[str, Any],
+) -> pa.Table:
+    from agentworld.io import exists, join, write_parquet
+
+    name = group.column("shard")[0].as_py()
+    url = join(base_url, name)
+    tokens = [np.asarray(t.values) for t in group.column("tokens")]
+    masks = [np.asarray(m.values) for m in group.column("mask")]
+    packed = None
+    if not exists(url, **storage_options):
+        packed = pack_documents(
+            tokens,
+            masks,
+            group.column("key").to_pylist(),
+            seq_len=seq_len,
+            pad_id=pad_id,
+            seed=(seed ^ hash64(name)) & 0xFFFFFFFF,
+        )
+        write_parquet(url, packed, **storage_options)
+    rows = packed.num_rows if packed is not None else _rows_of(url, storage_options)
+    return pa.table(
+        {
+            "shard": [name],
+            "kind": [group.column("kind")[0].as_py()],
+            "split": [group.column("split")[0].as_py()],
+            "rows": [rows],
+            "docs": [group.num_rows],
+            "tokens": [int(sum(t.size for t in tokens))],
+            "targets": [int(sum(int(m.sum()) for m in masks))],
+        },
+        schema=PACK_STATS,
+    )
+
+
+def _rows_of(url: str, storage_options: dict[str, Any]) -> int:
+    import pyarrow.parquet as pq
+
+    from agentworld.io import get_fs
+
+    fs, path = get_fs(url, **storage_options)
+    with fs.open(path, "rb") as f:
+        return pq.ParquetFile(f).metadata.num_rows
+
+
+def pack_samples(
+    samples,
+    counts: dict[tuple[str, str], int],
+    *,
+    base_url: str,
+    seq_len: int,
+    pad_id: int,
+    pack_window: int,
+    seed: int,
+    storage_options: dict[str, Any],
+) -> pa.Table:
+    """Pack every non-dropped sample; PACK_STATS per shard."""
+    import ray
+
+    groups = group_counts(counts, pack_window)
+    if not groups:
+        return PACK_STATS.empty_table()
+    tagged = samples.map_batches(assign_group, batch_format="pyarrow", fn_kwargs={"groups": groups})
+    stats = tagged.groupby("shard").map_groups(
+        pack_group,
+        batch_format="pyarrow",
+        fn_kwargs={
+            "base_url": base_url,
+            "seq_len": seq_len,
+            "pad_id": pad_id,
+            "seed": seed,
+            "storage_options": storage_options,
+        },
+    )
+    tables = [t for t in ray.get(stats.to_arrow_refs()) if t.num_rows]
+    return pa.concat_tables(tables).sort_by("shard") if tables else PACK_STATS.empty_table()

@@ -1,0 +1,276 @@
+"""Streaming reads of record, AgentWorldBench and chat shards (JSONL, JSONL.gz, Parquet)
+into Arrow blocks of ingest rows. Plain functions: the Ray Datasource in ingest.py
+calls them inside read tasks.
+
+A JSONL file larger than ``split_bytes`` is read as several byte ranges (a line belongs
+to the range holding its first byte), so one big file is read in parallel and no task
+ever holds more than one block of it. Every line becomes exactly one row: a record
+(``status = "ok"``) or a quarantined line with the error, the field and the reason.
+Consecutive AgentWorldBench rows of one trajectory become one record.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import pyarrow as pa
+
+from agentworld.data.text import hash64
+from agentworld.data.validate import build_filters, first_rejection
+from agentworld.io import get_fs, list_shards
+from agentworld.schema import RecordError, Trajectory, loads_json
+
+INGEST_SCHEMA = pa.schema(
+    [
+        ("uid", pa.int64()),
+        ("input", pa.string()),
+        ("offset", pa.int64()),
+        ("line", pa.int64()),
+        ("status", pa.string()),
+        ("error", pa.string()),
+        ("field", pa.string()),
+        ("reason", pa.string()),
+        ("raw", pa.string()),
+        ("record", pa.string()),
+        ("domain", pa.string()),
+        ("source", pa.string()),
+    ]
+)
+RAW_KEEP_CHARS = 100_000  # a quarantined line is kept up to this many characters
+
+
+@dataclass(frozen=True)
+class ReadRange:
+    """A part of one input file that one read task reads."""
+
+    url: str
+    start: int
+    end: int
+    kind: Literal["jsonl", "parquet"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReaderSpec:
+    """Everything a read task needs, passed explicitly (workers see no driver state)."""
+
+    fmt: str = "auto"
+    block_records: int = 2000
+    min_turns: int = 1
+    max_record_chars: int = 8_000_000
+    custom_domains: tuple[str, ...] = ()
+    storage_options: dict[str, Any] = field(default_factory=dict)
+
+
+def plan_ranges(
+    urls: list[str], *, split_bytes: int, storage_options: dict[str, Any]
+) -> list[ReadRange]:
+    """Read ranges of every shard under ``urls``, in a stable order, each shard once."""
+    shards = sorted({s for url in urls for s in list_shards(url, **storage_options)})
+    ranges: list[ReadRange] = []
+    for url in shards:
+        fs, path = get_fs(url, **storage_options)
+        size = int(fs.size(path) or 0)
+        if url.endswith(".parquet"):
+            ranges.append(ReadRange(url, 0, size, "parquet"))
+        elif url.endswith(".gz") or size <= split_bytes:
+            ranges.append(ReadRange(url, 0, size, "jsonl"))
+        else:
+            for start in range(0, size, split_bytes):
+                ranges.append(ReadRange(url, start, min(start + split_bytes, size), "jsonl"))
+    return ranges
+
+
+# ---- parsing one line -------------------------------------------------------------------
+
+
+def detect_format(obj: Any) -> str:
+    if isinstance(obj, dict):
+        if "turns" in obj:
+            return "record"
+        if "messages" in obj:
+            return "chat"
+        if "prompt" in obj and "response" in obj:
+            return "awb"
+    return "record"  # validation then names what is missing
+
+
+def parse_obj(obj: Any, fmt: str) -> Trajectory:
+    """Adapt one parsed JSON object to a validated Trajectory (RecordError if bad)."""
+    from agentworld.schema.awb import row_to_trajectory
+    from agentworld.schema.chat import chat_to_trajectory
+    from agentworld.schema.errors import MissingFieldError
+    from agentworld.schema.record import trajectory_from_dict
+
+    fmt = detect_format(obj) if fmt == "auto" else fmt
+    if fmt == "awb":
+        return row_to_trajectory(obj)
+    if fmt == "chat":
+        if not isinstance(obj, dict) or "messages" not in obj:
+            raise MissingFieldError("required field is missing", field="messages")
+        return chat_to_trajectory(
+            obj["messages"],
+            id=str(obj.get("id", "")),
+            domain=obj.get("domain", "mcp"),
+            source=obj.get("source", "chat"),
+            tools=obj.get("tools"),
+        )
+    return trajectory_from_dict(obj)
+
+
+@dataclass
+class _Item:
+    offset: int
+    line: int | None
+    traj: Trajectory | None = None
+    error: RecordError | None = None
+    raw: bytes = b""
+    obj: Any = None
+
+
+def _parse(offset: int, line: int | None, raw: bytes, fmt: str) -> _Item:
+    item = _Item(offset, line, raw=raw)
+    try:
+        item.obj = loads_json(raw)
+        item.traj = parse_obj(item.obj, fmt)
+    except RecordError as e:
+        item.error = e
+    except (TypeError, AttributeError, ValueError) as e:  # adapters meeting odd shapes
+        item.error = RecordError(f"cannot adapt record: {e}")
+    return item
+
+
+# ---- AgentWorldBench rows of one trajectory ------------------------------------------
+
+
+def _awb_key(traj: Trajectory) -> tuple | None:
+    awb = traj.metadata.get("awb")
+    if awb is None:
+        return None
+    return (traj.id, traj.domain, traj.environment, traj.turns, awb.get("task"))
+
+
+def merge_awb_rows(items: Iterator[_Item]) -> Iterator[_Item]:
+    """Join consecutive AgentWorldBench rows that describe the same trajectory."""
+    pending: _Item | None = None
+    for item in items:
+        key = _awb_key(item.traj) if item.traj is not None else None
+        if pending is not None and key is not None and key == _awb_key(pending.traj):
+            idx = pending.traj.metadata["awb"]["turn_idx"] + item.traj.metadata["awb"]["turn_idx"]
+            pending.traj.metadata["awb"]["turn_idx"] = sorted(set(idx))
+            continue
+        if pending is not None:
+            yield pending
+            pending = None
+        if key is not None:
+            pending = item
+        else:
+            yield item
+    if pending is not None:
+        yield pending
+
+
+# ---- rows ----------------------------------------------------------------------------
+
+
+def _guess(obj: Any, key: str) -> str:
+    value = obj.get(key) if isinstance(obj, dict) else None
+    if key == "domain" and value is None and isinstance(obj, dict):
+        value = obj.get("task")
+    if not isinstance(value, str) or not value.strip():
+        return "unknown"
+    return value.strip().lower().rsplit("/", 1)[-1] if key == "domain" else value
+
+
+def _row(url: str, item: _Item, filters: list) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "uid": hash64(f"{url}\x1f{item.offset}"),
+        "input": url,
+        "offset": item.offset,
+        "line": item.line,
+    }
+    rejection = first_rejection(item.traj, filters) if item.traj is not None else None
+    if item.traj is not None and rejection is None:
+        t = item.traj
+        row.update(status="ok", record=t.to_json(), domain=t.domain, source=t.source)
+        return row
+    if rejection is not None:
+        error, field_, reason = rejection.error, rejection.field, rejection.reason
+    else:
+        error, field_, reason = type(item.error).__name__, item.error.field, item.error.reason
+    raw = item.raw.decode("utf-8", errors="replace")[:RAW_KEEP_CHARS]
+    row.update(
+        status="quarantined",
+        error=error,
+        field=field_,
+        reason=reason,
+        raw=raw,
+        domain=_guess(item.obj, "domain"),
+        source=_guess(item.obj, "source"),
+    )
+    return row
+
+
+def _jsonl_items(r: ReadRange, spec: ReaderSpec) -> Iterator[_Item]:
+    fs, path = get_fs(r.url, **spec.storage_options)
+    compression = "gzip" if path.endswith(".gz") else None
+    with fs.open(path, "rb", compression=compression) as f:
+        if r.start > 0:
+            f.seek(r.start - 1)
+            f.readline()  # the line holding byte start-1 belongs to the previous range
+        line_no = 0 if r.start == 0 else None
+        limit = None if compression else r.end  # tell() of a gzip stream is uncompressed
+        while True:
+            pos = f.tell()
+            if limit is not None and pos >= limit:
+                break
+            raw = f.readline()
+            if not raw:
+                break
+            line_no = None if line_no is None else line_no + 1
+            raw = raw.rstrip(b"\r\n")
+            if raw.strip():
+                yield _parse(pos, line_no, raw, spec.fmt)
+
+
+def _parquet_items(r: ReadRange, spec: ReaderSpec) -> Iterator[_Item]:
+    import pyarrow.parquet as pq
+
+    from agentworld.schema.arrow import from_arrow_row
+
+    fs, path = get_fs(r.url, **spec.storage_options)
+    with fs.open(path, "rb") as f:
+        row_no = 0
+        for batch in pq.ParquetFile(f).iter_batches(batch_size=spec.block_records):
+            is_record = "turns" in batch.schema.names
+            for obj in batch.to_pylist():
+                raw = json.dumps(obj, default=str, ensure_ascii=False).encode()
+                item = _Item(row_no, row_no + 1, raw=raw, obj=obj)
+                try:
+                    item.traj = from_arrow_row(obj) if is_record else parse_obj(obj, "awb")
+                except RecordError as e:
+                    item.error = e
+                except (KeyError, TypeError, ValueError) as e:
+                    item.error = RecordError(f"bad row: {e}")
+                row_no += 1
+                yield item
+
+
+def read_range(r: ReadRange, spec: ReaderSpec) -> Iterator[pa.Table]:
+    """Arrow blocks (INGEST_SCHEMA, at most ``block_records`` rows) of one read range."""
+    from agentworld.schema import register_domain
+
+    for name in spec.custom_domains:
+        register_domain(name)
+    filters = build_filters(min_turns=spec.min_turns, max_record_chars=spec.max_record_chars)
+    items = _parquet_items(r, spec) if r.kind == "parquet" else _jsonl_items(r, spec)
+    rows: list[dict[str, Any]] = []
+    for item in merge_awb_rows(items):
+        rows.append(_row(r.url, item, filters))
+        if len(rows) >= spec.block_records:
+            yield pa.Table.from_pylist(rows, schema=INGEST_SCHEMA)
+            rows = []
+    if rows:
+        yield pa.Table.from_pylist(rows, schema=INGEST_SCHEMA)

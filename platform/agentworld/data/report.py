@@ -1,0 +1,161 @@
+"""Counts and the per-domain / per-source report: aggregated block by block on Ray Data
+(each block is reduced to a few rows before anything reaches the driver), written as
+``report.json`` and printed as a table."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import pyarrow as pa
+
+from agentworld.data.labels import STATES
+
+STATE_KEYS = ["domain", "source", "input", "state"]
+TOKEN_KEYS = ["kind", "split", "domain", "source", "drop_reason"]
+TOKEN_SUMS = ["n_tokens", "n_targets", "truncated"]
+
+
+def _partial(block: pa.Table, *, keys: list[str], sums: list[str]) -> pa.Table:
+    if "truncated" in sums and "truncated" not in block.column_names:
+        import pyarrow.compute as pc
+
+        flag = pc.cast(pc.greater(block.column("truncated_turns").fill_null(0), 0), pa.int64())
+        block = block.append_column("truncated", flag)
+    aggs = [(c, "sum") for c in sums] + [([], "count_all")]
+    out = block.select(keys + sums).group_by(keys, use_threads=False).aggregate(aggs)
+    return out.rename_columns([f"{c}_sum" for c in sums] + ["n"] + keys).select(
+        keys + [f"{c}_sum" for c in sums] + ["n"]
+    )
+
+
+def grouped_counts(ds, keys: list[str], sums: list[str] = ()) -> list[dict[str, Any]]:
+    """Rows of (keys..., <sum>_sum..., n) over the whole dataset."""
+    import ray
+
+    sums = list(sums)
+    partial = ds.map_batches(
+        _partial, batch_format="pyarrow", fn_kwargs={"keys": keys, "sums": sums}
+    )
+    tables = [t for t in ray.get(partial.to_arrow_refs()) if t.num_rows]
+    if not tables:
+        return []
+    total = pa.concat_tables(tables)
+    cols = [f"{c}_sum" for c in sums] + ["n"]
+    out = total.group_by(keys, use_threads=False).aggregate([(c, "sum") for c in cols])
+    out = out.rename_columns([f"{c}" for c in cols] + keys)
+    return sorted(out.to_pylist(), key=lambda r: tuple(str(r[k]) for k in keys))
+
+
+def _empty_states() -> dict[str, int]:
+    return {"read": 0, **{s: 0 for s in STATES}}
+
+
+def state_tables(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """totals, by_domain, by_source, by_domain_source, by_input from state counts."""
+    tables: dict[str, dict] = {
+        k: defaultdict(_empty_states)
+        for k in ("by_domain", "by_source", "by_domain_source", "by_input")
+    }
+    totals = _empty_states()
+    for r in rows:
+        for name, key in (
+            ("by_domain", r["domain"]),
+            ("by_source", r["source"]),
+            ("by_domain_source", f"{r['domain']}/{r['source']}"),
+            ("by_input", r["input"]),
+        ):
+            tables[name][key][r["state"]] += r["n"]
+            tables[name][key]["read"] += r["n"]
+        totals[r["state"]] += r["n"]
+        totals["read"] += r["n"]
+    out: dict[str, Any] = {"totals": totals}
+    out.update({k: dict(sorted(v.items())) for k, v in tables.items()})
+    return out
+
+
+def conserved(counts: dict[str, int]) -> bool:
+    """read = kept + exact + near duplicates + contaminated + quarantined."""
+    return counts["read"] == sum(counts[s] for s in STATES)
+
+
+def token_tables(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per kind/split (and per domain): documents, tokens, targets, truncated, dropped."""
+    out: dict[str, Any] = {}
+    for r in rows:
+        entry = out.setdefault(r["kind"], {}).setdefault(r["split"], _token_entry())
+        dom = entry["by_domain"].setdefault(r["domain"], _token_entry(nested=False))
+        for e in (entry, dom):
+            if r["drop_reason"] is not None:
+                e["dropped"][r["drop_reason"]] = e["dropped"].get(r["drop_reason"], 0) + r["n"]
+                continue
+            e["documents"] += r["n"]
+            e["tokens"] += r["n_tokens"]
+            e["target_tokens"] += r["n_targets"]
+            e["truncated"] += r["truncated"]
+    return out
+
+
+def _token_entry(nested: bool = True) -> dict[str, Any]:
+    e: dict[str, Any] = {
+        "documents": 0,
+        "tokens": 0,
+        "target_tokens": 0,
+        "truncated": 0,
+        "dropped": {},
+    }
+    if nested:
+        e["by_domain"] = {}
+    return e
+
+
+def packing_tables(stats: pa.Table, seq_len: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for r in stats.to_pylist():
+        e = out.setdefault(r["kind"], {}).setdefault(
+            r["split"], {"shards": 0, "rows": 0, "documents": 0, "tokens": 0}
+        )
+        e["shards"] += 1
+        e["rows"] += r["rows"]
+        e["documents"] += r["docs"]
+        e["tokens"] += r["tokens"]
+    for splits in out.values():
+        for e in splits.values():
+            e["efficiency"] = e["tokens"] / (e["rows"] * seq_len) if e["rows"] else 0.0
+    return out
+
+
+def format_table(report: dict[str, Any]) -> str:
+    """The per-domain/source counts (and tokens per domain) as a text table."""
+    cols = ["read", "kept", "exact_duplicate", "near_duplicate", "contaminated", "quarantined"]
+    heads = [
+        "domain/source",
+        "read",
+        "kept",
+        "exact",
+        "near",
+        "contam",
+        "quarant",
+        "cpt tok",
+        "sft tgt",
+    ]
+    lines = [" ".join(f"{h:>{24 if i == 0 else 9}}" for i, h in enumerate(heads))]
+    tokens = report.get("tokens", {})
+    for key, c in report["by_domain_source"].items():
+        domain = key.split("/", 1)[0]
+        cpt = sum(
+            s["by_domain"].get(domain, {}).get("tokens", 0) for s in tokens.get("cpt", {}).values()
+        )
+        sft = sum(
+            s["by_domain"].get(domain, {}).get("target_tokens", 0)
+            for s in tokens.get("sft", {}).values()
+        )
+        lines.append(_line(key, [c[x] for x in cols], cpt, sft))
+    t = report["totals"]
+    lines.append(_line("TOTAL", [t[x] for x in cols], None, None))
+    return "\n".join(lines)
+
+
+def _line(label: str, counts: list[int], cpt: int | None, sft: int | None) -> str:
+    tail = ["" if v is None else str(v) for v in (cpt, sft)]
+    return f"{label[:24]:>24} " + " ".join(f"{v:>9}" for v in [*counts, *tail])

@@ -1,0 +1,114 @@
+"""Tokenize kept trajectories into CPT documents and SFT samples, block by block (the
+task side of the tokenize stage; the tokenizer is loaded once per worker process)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from agentworld.data.tokenize import ChatLayout, cpt_samples, encode_trajectories, sft_sample
+from agentworld.data.vocab import load_tokenizer
+from agentworld.schema import Trajectory
+
+SAMPLE_SCHEMA = pa.schema(
+    [
+        ("kind", pa.string()),
+        ("split", pa.string()),
+        ("key", pa.string()),
+        ("tokens", pa.list_(pa.int32())),
+        ("mask", pa.list_(pa.int8())),
+        ("n_tokens", pa.int64()),
+        ("n_targets", pa.int64()),
+        ("trajectory_id", pa.string()),
+        ("domain", pa.string()),
+        ("source", pa.string()),
+        ("turn_idx", pa.int32()),
+        ("messages_json", pa.string()),
+        ("reference", pa.string()),
+        ("truncated_turns", pa.int32()),
+        ("drop_reason", pa.string()),
+    ]
+)
+SFT_SAMPLE_COLUMNS = ["trajectory_id", "domain", "turn_idx", "messages_json", "reference", "split"]
+
+
+def _layout(tokenizer) -> ChatLayout:
+    cached = getattr(tokenizer, "_agentworld_layout", None)
+    if cached is None:
+        cached = ChatLayout.of(tokenizer)
+        tokenizer._agentworld_layout = cached
+    return cached
+
+
+def _rows_for(traj, e, layout, meta: dict[str, Any], seq_len: int, truncation: str) -> list[dict]:
+    rows = []
+    for s in cpt_samples(e, meta["key"], seq_len):
+        rows.append({**meta, "kind": "cpt", "key": s.key, "tokens": s.tokens, "mask": s.mask})
+    for k in range(1, len(traj.turns) + 1):
+        s = sft_sample(e, layout, meta["key"], k, seq_len=seq_len, truncation=truncation)
+        if isinstance(s, str):
+            rows.append(
+                {
+                    **meta,
+                    "kind": "sft",
+                    "key": f"{meta['key']}:s:{k:05d}",
+                    "turn_idx": k,
+                    "drop_reason": s,
+                }
+            )
+            continue
+        rows.append(
+            {
+                **meta,
+                "kind": "sft",
+                "key": s.key,
+                "tokens": s.tokens,
+                "mask": s.mask,
+                "turn_idx": k,
+                "messages_json": s.messages_json,
+                "reference": s.reference,
+                "truncated_turns": s.truncated_turns,
+            }
+        )
+    return rows
+
+
+def tokenize_block(
+    block: pa.Table,
+    *,
+    tokenizer_url: str,
+    storage_options: dict[str, Any],
+    seq_len: int,
+    truncation: str,
+    eval_threshold: float,
+) -> pa.Table:
+    """SAMPLE_SCHEMA rows for a block of kept records (dropped samples carry a reason
+    and no tokens)."""
+    tokenizer = load_tokenizer(tokenizer_url, storage_options)
+    layout = _layout(tokenizer)
+    trajs = [Trajectory.from_json(r) for r in block.column("record").to_pylist()]
+    encoded = encode_trajectories(tokenizer, layout, trajs)
+    rows: list[dict] = []
+    uids = block.column("uid").to_pylist()
+    split_hash = block.column("split_hash").to_pylist()
+    for traj, e, uid, h in zip(trajs, encoded, uids, split_hash, strict=True):
+        meta = {
+            "key": f"{uid & (2**64 - 1):016x}",
+            "split": "eval" if h < eval_threshold else "train",
+            "trajectory_id": traj.id,
+            "domain": traj.domain,
+            "source": traj.source,
+        }
+        rows.extend(_rows_for(traj, e, layout, meta, seq_len, truncation))
+    return _table(rows)
+
+
+def _table(rows: list[dict]) -> pa.Table:
+    for r in rows:
+        tokens = r.get("tokens")
+        r["n_tokens"] = 0 if tokens is None else int(tokens.size)
+        r["n_targets"] = 0 if tokens is None else int(np.count_nonzero(r["mask"]))
+    cols = {f.name: pa.array([r.get(f.name) for r in rows], type=f.type) for f in SAMPLE_SCHEMA}
+    return pa.table(cols, schema=SAMPLE_SCHEMA)

@@ -1,0 +1,191 @@
+"""Tokenization of trajectories into a CPT document and SFT samples (plain functions
+over a HF tokenizer, no Ray).
+
+The chat messages are those of agentworld.schema.render (system = environment, user =
+action, assistant = observation), rendered by ``tokenizer.apply_chat_template``. Each
+message is header + content + trailer (``<|im_start|>assistant\\n`` ... ``<|im_end|>\\n``
+in ChatML); ``ChatLayout`` reads them off the template and checks, per trajectory, that
+the template renders exactly their concatenation. Headers, contents and trailers are
+encoded as separate segments, so token boundaries fall exactly where an observation
+starts: the tokens are apply_chat_template's except where whitespace at that boundary
+would merge, and there they match what the model sees at inference (the prompt ends
+with the header; the observation is generated after it).
+
+The whole trajectory is encoded once; SFT sample k is a slice of it (system message +
+turns 1..k) with the loss on observation k and its closing marker only. Too long: a
+CPT document is cut into sequence-sized chunks (each its own document); an SFT sample
+drops its oldest turns, never the environment text, until it fits (``left``) or is
+dropped (``drop``), the reason counted.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+
+from agentworld.schema import Trajectory, predict_turn_messages
+
+_SENTINEL = "\x00AGENTWORLD-CONTENT\x00"
+ROLES = ("system", "user", "assistant")
+
+
+class TemplateError(ValueError):
+    """The tokenizer's chat template cannot be sliced per message."""
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One tokenized document. ``tokens`` (L,) int32, ``mask`` (L,) int8 = 1 on targets."""
+
+    kind: str  # "cpt" or "sft"
+    key: str  # stable id: trajectory uid, kind, turn or chunk
+    tokens: np.ndarray
+    mask: np.ndarray
+    turn_idx: int = 0
+    messages_json: str = ""
+    reference: str = ""
+    truncated_turns: int = 0
+
+
+def render(tokenizer, messages: list[dict[str, str]], **kwargs) -> str:
+    return tokenizer.apply_chat_template(messages, tokenize=False, **kwargs)
+
+
+def _ids(tokenizer, text: str) -> list[int]:
+    return tokenizer.backend_tokenizer.encode(text, add_special_tokens=False).ids
+
+
+@dataclass(frozen=True)
+class ChatLayout:
+    """Header and trailer text (and tokens) the template puts around each role's content."""
+
+    header: dict[str, str]
+    trailer: dict[str, str]
+    header_ids: dict[str, list[int]]
+    trailer_ids: dict[str, list[int]]
+    target_trailer: int
+    """Leading trailer tokens of an assistant message that are targets (the closing
+    marker, without the whitespace after it)."""
+
+    @classmethod
+    def of(cls, tokenizer) -> ChatLayout:
+        header, trailer = {}, {}
+        for role in ROLES:
+            piece = render(tokenizer, [{"role": role, "content": _SENTINEL}])
+            if piece.count(_SENTINEL) != 1:
+                raise TemplateError(f"the chat template does not render {role} content verbatim")
+            header[role], trailer[role] = piece.split(_SENTINEL)
+        closing = trailer["assistant"].rstrip()
+        closing_ids = _ids(tokenizer, closing)
+        trailer_ids = {r: _ids(tokenizer, t) for r, t in trailer.items()}
+        if trailer_ids["assistant"][: len(closing_ids)] != closing_ids:
+            raise TemplateError("the assistant closing marker does not encode on its own")
+        return cls(
+            header=header,
+            trailer=trailer,
+            header_ids={r: _ids(tokenizer, h) for r, h in header.items()},
+            trailer_ids=trailer_ids,
+            target_trailer=len(closing_ids),
+        )
+
+    def frame(self, message: dict[str, str]) -> str:
+        role = message["role"]
+        return self.header[role] + message["content"] + self.trailer[role]
+
+
+def trajectory_messages(traj: Trajectory) -> list[dict[str, str]]:
+    """system, then (user action, assistant observation) for every turn."""
+    n = len(traj.turns)
+    return [
+        *predict_turn_messages(traj, n),
+        {"role": "assistant", "content": traj.turns[-1].observation},
+    ]
+
+
+@dataclass
+class Encoded:
+    """One trajectory encoded once: its messages, ids (N,) int32, and per message the
+    token where it starts and where its content starts and ends."""
+
+    messages: list[dict[str, str]]
+    ids: np.ndarray
+    starts: list[int]  # message starts, plus N
+    content: list[tuple[int, int]]
+
+
+def encode_trajectories(tokenizer, layout: ChatLayout, trajs: list[Trajectory]) -> list[Encoded]:
+    """Encode many trajectories with one batched call over all message contents."""
+    all_messages = [trajectory_messages(t) for t in trajs]
+    for messages in all_messages:
+        if render(tokenizer, messages) != "".join(layout.frame(m) for m in messages):
+            raise TemplateError(
+                "the chat template renders messages differently in context; prepare "
+                "slices per message and needs a message-additive template such as ChatML"
+            )
+    flat = [m["content"] for messages in all_messages for m in messages]
+    encoded = (
+        tokenizer.backend_tokenizer.encode_batch(flat, add_special_tokens=False) if flat else []
+    )
+    out, i = [], 0
+    for messages in all_messages:
+        out.append(_assemble(layout, messages, encoded[i : i + len(messages)]))
+        i += len(messages)
+    return out
+
+
+def _assemble(layout: ChatLayout, messages: list[dict[str, str]], encodings) -> Encoded:
+    ids: list[int] = []
+    starts, content = [], []
+    for m, enc in zip(messages, encodings, strict=True):
+        starts.append(len(ids))
+        ids.extend(layout.header_ids[m["role"]])
+        begin = len(ids)
+        ids.extend(enc.ids)
+        content.append((begin, len(ids)))
+        ids.extend(layout.trailer_ids[m["role"]])
+    starts.append(len(ids))
+    return Encoded(messages, np.asarray(ids, dtype=np.int32), starts, content)
+
+
+def cpt_samples(e: Encoded, key: str, seq_len: int) -> list[Sample]:
+    """The whole trajectory in seq_len chunks; the first token of each chunk is not a
+    target (nothing before it in the same document predicts it)."""
+    out = []
+    for c, start in enumerate(range(0, e.ids.size, seq_len)):
+        tokens = e.ids[start : start + seq_len]
+        mask = np.ones(tokens.size, dtype=np.int8)
+        mask[0] = 0
+        out.append(Sample("cpt", f"{key}:c:{c:05d}", tokens, mask))
+    return out
+
+
+def sft_sample(
+    e: Encoded, layout: ChatLayout, key: str, k: int, *, seq_len: int, truncation: str
+) -> Sample | str:
+    """Sample for turn k (1-based), or the reason it is dropped."""
+    s = e.starts
+    sys_end, end = s[1], s[2 * k + 1]
+    dropped = 0
+    while sys_end + end - s[2 * dropped + 1] > seq_len:
+        if truncation == "drop":
+            return "too_long"
+        dropped += 1
+        if dropped >= k:
+            return "too_long_after_truncation"
+    mask = np.zeros(e.ids.size, dtype=np.int8)
+    begin, stop = e.content[2 * k]
+    mask[begin : stop + layout.target_trailer] = 1
+    keep = np.r_[0:sys_end, s[2 * dropped + 1] : end]
+    predict = [e.messages[0], *e.messages[2 * dropped + 1 : 2 * k]]
+    return Sample(
+        "sft",
+        f"{key}:s:{k:05d}",
+        e.ids[keep],
+        mask[keep],
+        turn_idx=k,
+        messages_json=json.dumps(predict, ensure_ascii=False),
+        reference=e.messages[2 * k]["content"],
+        truncated_turns=dropped,
+    )
