@@ -72,7 +72,25 @@ def qwen35_a3b() -> Recipe:
             checkpoint_every=1000,
             keep_checkpoints=3,
         ),
+        evaluate=_gpu_evaluate(),
     )
+
+
+def _gpu_evaluate():
+    """Evaluation on GPUs: one bf16 vLLM engine per GPU, eight of them."""
+    from agentworld.evaluate.config import EvaluateConfig, InferConfig, SamplingConfig, VLLMConfig
+
+    vllm = VLLMConfig(
+        replicas=8,
+        batch_size=64,
+        num_cpus=8,
+        num_gpus=1,
+        max_model_len=40960,
+        gpu_memory_utilization=0.9,
+        enforce_eager=False,
+        dtype="bfloat16",
+    )
+    return EvaluateConfig(infer=InferConfig(sampling=SamplingConfig(max_tokens=4096), vllm=vllm))
 
 
 RECIPES: dict[str, Callable[[], Recipe]] = {
