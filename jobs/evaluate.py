@@ -41,6 +41,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         )
         s.add_argument("--format", default="auto", choices=["auto", "awb", "record", "samples"])
         s.add_argument("--out", required=True, help="run directory (path or fsspec URL)")
+        s.add_argument(
+            "--split", default="eval", help="prepare samples: eval, train or all (default eval)"
+        )
         add_model_options(s)
         if name == "fidelity":
             add_judge_options(s, required=False)
@@ -76,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
             model_url=args.model,
             name=cli.model_name(args),
             fmt=args.format,
+            split=None if args.split == "all" else args.split,
         )
         _report("infer", m)
     if judge_cfg is not None:

@@ -107,11 +107,16 @@ def test_load_records_and_samples(tmp_path):
 
     table = pa.table(
         {
-            "trajectory_id": ["t-1", "t-1"],
-            "domain": ["terminal", "terminal"],
-            "turn_idx": [2, 3],
-            "messages_json": [json.dumps(expected_messages(2)), "[]"],
-            "reference": [OBS[1], OBS[2]],
+            "trajectory_id": ["t-1", "t-1", "t-2"],
+            "domain": ["terminal", "terminal", "terminal"],
+            "turn_idx": [2, 3, 1],
+            "messages_json": [
+                json.dumps(expected_messages(2)),
+                "[]",
+                json.dumps(expected_messages(1)),
+            ],
+            "reference": [OBS[1], OBS[2], OBS[0]],
+            "split": ["eval", "eval", "train"],  # prepare's held-out split: t-2 is trained on
         }
     )
     write_parquet(str(tmp_path / "samples" / "part-00000.parquet"), table)
@@ -120,3 +125,7 @@ def test_load_records_and_samples(tmp_path):
     assert [i.key for i in loaded.items] == ["t-1#2"]
     assert loaded.items[0].messages == expected_messages(2)
     assert loaded.rejected[0]["field"] == "messages_json" and loaded.rejected[0]["line"] == 2
+    assert [i.key for i in load_items(str(tmp_path / "samples"), split=None).items] == [
+        "t-1#2",
+        "t-2#1",
+    ]

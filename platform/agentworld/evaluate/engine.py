@@ -80,20 +80,23 @@ class VLLMPredictor:
         return out
 
     def prompt_ids(self, messages: list[dict[str, str]]) -> tuple[list[int], str | None]:
-        """Token ids of the chat-templated prompt, oldest turns dropped until it fits."""
-        while True:
-            text = self.tokenizer.apply_chat_template(
-                messages, tokenize=False, add_generation_prompt=True
-            )
-            ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
-            if len(ids) <= self.budget:
-                return ids, None
-            if len(messages) <= 2:
-                return (
-                    [],
-                    f"prompt of {len(ids)} tokens exceeds max_model_len - max_tokens = {self.budget}",
-                )
-            messages = [messages[0], *messages[3:]]
+        return fit_prompt(self.tokenizer, messages, self.budget)
+
+
+def fit_prompt(
+    tokenizer, messages: list[dict[str, str]], budget: int
+) -> tuple[list[int], str | None]:
+    """Token ids of the chat-templated prompt with the oldest (action, observation) pairs
+    dropped until it fits ``budget`` tokens; ``([], reason)`` when even the environment
+    text and the current action alone do not fit."""
+    while True:
+        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        if len(ids) <= budget:
+            return ids, None
+        if len(messages) <= 2:
+            return [], f"prompt of {len(ids)} tokens exceeds max_model_len - max_tokens = {budget}"
+        messages = [messages[0], *messages[3:]]
 
 
 def infer_vllm(

@@ -116,8 +116,11 @@ class LoadedItems:
     fmt: str
 
 
-def load_items(url: str, *, fmt: InputFormat = "auto", **storage_options: Any) -> LoadedItems:
-    """All items under ``url`` in input order; duplicated keys after the first are rejected."""
+def load_items(
+    url: str, *, fmt: InputFormat = "auto", split: str | None = "eval", **storage_options: Any
+) -> LoadedItems:
+    """All items under ``url`` in input order; duplicated keys after the first are rejected.
+    Samples carrying prepare's ``split`` column keep only rows of ``split`` (None: all)."""
     shards = _shards(url, fmt, **storage_options)
     if not shards:
         raise FileNotFoundError(f"no input shards under {url!r}")
@@ -125,7 +128,7 @@ def load_items(url: str, *, fmt: InputFormat = "auto", **storage_options: Any) -
     out = LoadedItems(items=[], rejected=[], fmt=fmt)
     seen: set[str] = set()
     for shard in shards:
-        for n, got in _read_shard(shard, fmt, **storage_options):
+        for n, got in _read_shard(shard, fmt, split, **storage_options):
             if isinstance(got, Rejected):
                 out.rejected.append(got.to_dict())
                 continue
@@ -166,10 +169,10 @@ def _detect(shards: list[str], **storage_options: Any) -> str:
     return "record"
 
 
-def _read_shard(shard: str, fmt: str, **storage_options: Any):
+def _read_shard(shard: str, fmt: str, split: str | None, **storage_options: Any):
     """(line, list of items | Rejected) per input line or row."""
     if fmt == "samples":
-        yield from _read_samples(shard, **storage_options)
+        yield from _read_samples(shard, split, **storage_options)
         return
     parse = _parse_awb_line if fmt == "awb" else _parse_record_line
     for n, got in enumerate(
@@ -190,10 +193,12 @@ def _parse_record_line(raw: bytes) -> list[EvalItem]:
     return items_from_trajectory(Trajectory.from_json(raw))
 
 
-def _read_samples(shard: str, **storage_options: Any):
+def _read_samples(shard: str, split: str | None, **storage_options: Any):
     from agentworld.io import read_parquet
 
     for n, row in enumerate(read_parquet(shard, **storage_options).to_pylist(), start=1):
+        if split is not None and row.get("split", split) != split:
+            continue  # the other side of prepare's held-out split
         try:
             yield n, [item_from_sample(row)]
         except RecordError as e:

@@ -48,6 +48,7 @@ def infer_stage(
     model_url: str | None = None,
     name: str = "model",
     fmt: str = "auto",
+    split: str | None = "eval",
     **so: Any,
 ) -> dict[str, Any]:
     """Load items, predict the missing ones, write the manifest; returns it."""
@@ -58,10 +59,10 @@ def infer_stage(
 
     out = join(run_url, "infer")
     model = model_url if cfg.backend == "vllm" else cfg.endpoint.base_url
-    inputs = {"input": input_url, "format": fmt, "model": model, "name": name}
+    inputs = {"input": input_url, "format": fmt, "split": split, "model": model, "name": name}
     if _up_to_date(out, inputs, **so):
         return read_manifest(out, **so)
-    loaded = load_items(input_url, fmt=fmt, **so)
+    loaded = load_items(input_url, fmt=fmt, split=split, **so)
     write_jsonl(join(out, "quarantine.jsonl"), loaded.rejected, **so)
     counts = asdict(run_infer(loaded.items, cfg, out, model_url=model_url, **so))
     counts["quarantined"] = len(loaded.rejected)
