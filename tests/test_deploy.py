@@ -16,15 +16,18 @@ from agentworld.deploy.validate import overlay_dirs, validate
 
 ROOT = Path(__file__).resolve().parents[1]
 CRDS = default_crd_dir(ROOT)
-STAGES_DEPLOYED = {"collect", "evaluate"}
+STAGES_DEPLOYED = {"collect", "prepare", "evaluate"}
 
 
 @pytest.fixture
 def tree(tmp_path: Path) -> Path:
-    """A copy of what the validator reads (k8s/, jobs/, serve/, pyproject.toml)."""
+    """A copy of what the validator reads (k8s/, jobs/, serve/, pyproject.toml, README.md;
+    platform/ linked: the image build file copies it)."""
     for name in ("k8s", "jobs", "serve"):
         shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    (tmp_path / "platform").symlink_to(ROOT / "platform")
     return tmp_path
 
 
@@ -249,3 +252,16 @@ def test_renderer_refuses_what_it_cannot_render_faithfully(tree, kustomization, 
     (tree / "README.md").write_text("x")
     with pytest.raises(KustomizeError, match=message):
         build(target.parent)
+
+
+def test_stage_must_fit_its_cluster(tree):
+    def many_engines(docs):
+        docs[0][0]["value"] += " --replicas 8"
+
+    edit(tree / "k8s/overlays/cpu/jobs/evaluate.yaml", many_engines)
+    found = find(
+        problems_of(tree),
+        "k8s/overlays/cpu/jobs RayJob/agentworld-evaluate",
+        "spec.rayClusterSpec.workerGroupSpecs: 8 vLLM engines (recipe.evaluate.infer.vllm) need 8.0 CPUs; the worker groups offer at most 4",
+    )
+    assert len(found) == 1

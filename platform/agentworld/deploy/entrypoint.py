@@ -26,6 +26,8 @@ class Entrypoint:
     stage: str
     recipe: str | None
     args: tuple[str, ...]
+    parsed: object | None = None
+    """The job's own ``parse_args`` result (None when it has none or refused)."""
 
 
 def parse_entrypoint(command: str) -> tuple[Entrypoint | None, list[Problem]]:
@@ -78,7 +80,7 @@ def check_entrypoint(command: str, repo_root: Path) -> tuple[Entrypoint | None, 
                 f"recipe {entry.recipe!r} does not exist (known: {', '.join(sorted(RECIPES))})",
             )
         )
-    return entry, problems
+    return dataclasses.replace(entry, parsed=parsed), problems
 
 
 def _parse_with_job(job: Path, args: tuple[str, ...]) -> tuple[object | None, str | None]:

@@ -337,8 +337,8 @@ def check_rayjob(doc: dict[str, Any], raw_spec: dict[str, Any]) -> list[Problem]
     return problems
 
 
-def capacity_problems(spec: dict[str, Any], path: FieldPath, cluster: Any) -> list[Problem]:
-    """A training recipe's workers (``recipe.cluster``) must fit the worker groups at
+def capacity_problems(spec: dict[str, Any], path: FieldPath, needs: Any) -> list[Problem]:
+    """A stage's workers (``needs``: gpus, cpus, what) must fit the worker groups at
     their largest; the head runs no work, so it does not count."""
     groups = spec.get("workerGroupSpecs") or []
     hosts = [g["maxReplicas"] * g.get("numOfHosts", 1) for g in groups]
@@ -347,22 +347,20 @@ def capacity_problems(spec: dict[str, Any], path: FieldPath, cluster: Any) -> li
         for n, g in zip(hosts, groups, strict=True)
     )
     cpus = sum(n * cpus_of(g) for n, g in zip(hosts, groups, strict=True))
-    need_gpus = cluster.num_workers * cluster.gpus_per_worker if cluster.use_gpu else 0
-    need_cpus = cluster.num_workers * cluster.cpus_per_worker
     where = format_path((*path, "workerGroupSpecs"))
     problems = []
-    if need_gpus > gpus:
+    if needs.gpus > gpus:
         problems.append(
             Problem(
                 where,
-                f"the recipe needs {need_gpus} GPUs ({cluster.num_workers} workers x {cluster.gpus_per_worker}); the worker groups offer at most {gpus}",
+                f"{needs.what} need {needs.gpus} GPUs; the worker groups offer at most {gpus}",
             )
         )
-    if need_cpus > cpus:
+    if needs.cpus > cpus:
         problems.append(
             Problem(
                 where,
-                f"the recipe needs {need_cpus} CPUs ({cluster.num_workers} workers x {cluster.cpus_per_worker}); the worker groups offer at most {cpus}",
+                f"{needs.what} need {needs.cpus} CPUs; the worker groups offer at most {cpus}",
             )
         )
     return problems

@@ -17,13 +17,12 @@ from agentworld.deploy.crd import check_resource, default_crd_dir
 from agentworld.deploy.dockerfile import check_dockerfile
 from agentworld.deploy.entrypoint import Entrypoint, check_entrypoint
 from agentworld.deploy.kustomize import KustomizeError, build
+from agentworld.deploy.needs import stage_needs
 from agentworld.deploy.problems import Problem
 from agentworld.deploy.simapp import SIM_IMPORT_PATHS, check_sim_args
 
 STAGE_LABEL = "agentworld.dev/stage"
 DOCKERFILE = "k8s/Dockerfile"
-TRAIN_STAGES = ("cpt", "sft")
-"""Stages that run Ray Train with the recipe's ``cluster`` (workers x CPUs/GPUs)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -144,7 +143,7 @@ def _check_job(doc: dict[str, Any], raw_spec: dict[str, Any], ctx: Context) -> l
 
 
 def _job_fit_problems(doc: dict[str, Any], entry: Entrypoint) -> list[Problem]:
-    """The stage label names the job, and a training job's cluster fits its recipe."""
+    """The stage label names the job, and the job's cluster holds what its recipe asks."""
     from agentworld.recipes import RECIPES
 
     problems = []
@@ -157,10 +156,10 @@ def _job_fit_problems(doc: dict[str, Any], entry: Entrypoint) -> list[Problem]:
             )
         )
     spec = doc["spec"].get("rayClusterSpec")
-    if spec and entry.stage in TRAIN_STAGES and entry.recipe in RECIPES:
-        problems += kuberay.capacity_problems(
-            spec, ("spec", "rayClusterSpec"), RECIPES[entry.recipe]().cluster
-        )
+    if spec and entry.recipe in RECIPES:
+        needs = stage_needs(entry.stage, RECIPES[entry.recipe](), entry.parsed)
+        if needs is not None:
+            problems += kuberay.capacity_problems(spec, ("spec", "rayClusterSpec"), needs)
     return problems
 
 
