@@ -186,19 +186,21 @@ def test_credentials_only_through_secrets(tree):
     assert not find(problems, "TOKENIZERS_PARALLELISM")
 
 
-def test_rayjob_lifecycle_fields_and_kuberay_rules(tree):
+def test_rayjob_lifecycle_fields_runtime_env_and_kuberay_rules(tree):
     def loosen(docs):
         spec = docs[0]["spec"]
         del spec["backoffLimit"]
         spec["shutdownAfterJobFinishes"] = False  # ttlSecondsAfterFinished > 0 needs it
+        spec["runtimeEnvYAML"] = "working_dir: /app\nenv_var: {WANDB_MODE: online}\n"
 
     edit(tree / "k8s/base/jobs/rayjob-collect.yaml", loosen)
-    problems = problems_of(tree)
-    assert find(problems, "RayJob/agentworld-collect", "spec.backoffLimit: must be set explicitly")
+    problems = find(problems_of(tree), "k8s/overlays/gpu/jobs RayJob/agentworld-collect")
+    assert find(problems, "spec.backoffLimit: must be set explicitly")
+    assert find(problems, "spec.ttlSecondsAfterFinished: needs shutdownAfterJobFinishes: true")
+    assert find(problems, "spec.runtimeEnvYAML.env_var: not a runtime_env field")
     assert find(
         problems,
-        "RayJob/agentworld-collect",
-        "spec.ttlSecondsAfterFinished: needs shutdownAfterJobFinishes: true",
+        "spec.runtimeEnvYAML.working_dir: must be the image's WORKDIR '/home/ray/agentworld'",
     )
 
 
