@@ -24,6 +24,14 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not slow"
 
+# The simulator endpoint (OpenAI routes + session API) on the demo's checkpoint, on
+# 127.0.0.1:8000 until Ctrl-C; run `make demo` first. Keys: AGENTWORLD_SIM_API_KEYS
+# ('team=key,...'), a local development key when unset.
+SERVE_MODEL ?= runs/demo/model
+serve: export AGENTWORLD_SIM_API_KEYS ?= demo=sk-agentworld-demo
+serve: $(STAMP)
+	$(PY) jobs/serve.py --model $(SERVE_MODEL)
+
 bench: $(STAMP)
 	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 

@@ -11,6 +11,7 @@ from agentworld.collect.config import CollectConfig
 from agentworld.data.config import DataConfig
 from agentworld.evaluate.config import EvaluateConfig
 from agentworld.rl.config import RLConfig
+from agentworld.sim.config import ServeConfig
 
 
 class ConfigError(ValueError):
@@ -155,6 +156,8 @@ class Recipe:
     """The evaluate stage: model inference (vLLM or endpoint) and the rubric judge."""
     rl: RLConfig = field(default_factory=RLConfig)
     """The RL stage: GRPO settings, rewards, rollout engines and learner group."""
+    serve: ServeConfig = field(default_factory=ServeConfig)
+    """The serve stage: engine, simulator limits and where team API keys come from."""
 
     def __post_init__(self) -> None:
         ep = self.train.expert_parallel_size

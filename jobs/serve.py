@@ -1,0 +1,142 @@
+"""Serve a world-model checkpoint as the simulator endpoint (Ray Serve + vLLM): the
+OpenAI-compatible routes (/v1/chat/completions, /v1/models) and the simulator API
+(/v1/sessions, /v1/simulate, /healthz). The first answer comes about 80 s after start
+on a 2-core CPU machine.
+
+Run:
+  python jobs/serve.py --model runs/demo/model                       (or `make serve`)
+  python jobs/serve.py --model runs/demo/model --smoke --out runs/demo/serve
+      start, check every route once (openai client, a SimEnv session, /v1/simulate,
+      a wrong key), write manifest.json, stop
+or through Ray: ray job submit --working-dir . -- python jobs/serve.py --config serve/sim_cpu.yaml
+The Serve CLI runs the same application: PYTHONPATH=platform serve run serve/sim_cpu.yaml
+
+API keys: --api-keys 'team=key,team2=key2', else the variable named in the config's
+auth.api_keys_env (AGENTWORLD_SIM_API_KEYS), else (--smoke only) a generated key.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import sys
+import time
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+sys.path.insert(0, os.path.join(ROOT, "platform"))
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--config", default=os.path.join(ROOT, "serve", "sim_cpu.yaml"), help="Serve config (YAML)"
+    )
+    p.add_argument("--model", help="checkpoint path or URL (overrides engine.model)")
+    p.add_argument("--api-keys", help="team=key pairs, comma separated")
+    p.add_argument("--host", default=None, help="HTTP host (default: the config's)")
+    p.add_argument("--port", type=int, default=None, help="HTTP port (default: the config's)")
+    p.add_argument(
+        "--num-cpus", type=int, default=4, help="logical CPUs of a local Ray cluster (>= 4)"
+    )
+    p.add_argument("--smoke", action="store_true", help="check every route once, then stop")
+    p.add_argument("--out", default=None, help="with --smoke: where manifest.json goes")
+    return p.parse_args(argv)
+
+
+def load_config(args: argparse.Namespace):
+    """(app name, ServeConfig, http options) from the YAML and the overrides; raises
+    before anything starts when the config or the model is wrong."""
+    import yaml
+
+    from agentworld.sim.config import ServeConfig
+
+    with open(args.config, encoding="utf-8") as f:
+        data = yaml.safe_load(f)
+    app = data["applications"][0]
+    raw = app.get("args") or {}
+    if args.model:
+        raw = {**raw, "engine": {**raw.get("engine", {}), "model": args.model}}
+    cfg = ServeConfig.from_dict(raw)
+    model = cfg.engine.model.removeprefix("file://")
+    if "://" not in model and not os.path.isdir(model):
+        sys.exit(
+            f"[serve] no checkpoint directory at {model}: run `make demo` first or pass --model PATH"
+        )
+    http = {**data.get("http_options", {})}
+    http.update({k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None})
+    return app["name"], cfg, http
+
+
+def resolve_keys(args: argparse.Namespace, cfg) -> str | None:
+    """The first key of the keys passed on the command line (or generated for a smoke
+    run), exported under auth.api_keys_env for the replicas."""
+    keys = args.api_keys or os.environ.get(cfg.auth.api_keys_env or "", "")
+    if not keys and args.smoke:
+        keys = f"smoke=sk-{secrets.token_hex(12)}"
+    if keys and cfg.auth.api_keys_env:
+        os.environ[cfg.auth.api_keys_env] = keys
+    from agentworld.sim.keys import parse_keys
+
+    pairs = parse_keys(keys, source="--api-keys") if keys else []
+    return pairs[0][1] if pairs else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    name, cfg, http = load_config(args)
+    from agentworld.io import is_complete, write_manifest
+
+    if args.smoke and args.out and is_complete(args.out):
+        print(f"[serve] {args.out} is complete; nothing to do (delete it to rerun)")
+        return 0
+    key = resolve_keys(args, cfg)
+    import ray
+    from ray import serve
+
+    from agentworld.sim.app import build_sim_app
+
+    if not ray.is_initialized():
+        env = {"PYTHONPATH": os.path.abspath(os.path.join(ROOT, "platform"))}
+        if cfg.auth.api_keys_env and os.environ.get(cfg.auth.api_keys_env):
+            env[cfg.auth.api_keys_env] = os.environ[cfg.auth.api_keys_env]
+        local = {} if os.environ.get("RAY_ADDRESS") else {"num_cpus": args.num_cpus}
+        ray.init(runtime_env={"env_vars": env}, **local)
+    t0 = time.time()
+    serve.start(http_options=http)
+    serve.run(build_sim_app(cfg), name=name, route_prefix="/")
+    base = f"http://{http.get('host', '127.0.0.1')}:{http.get('port', 8000)}"
+    print(f"[serve] ready in {time.time() - t0:.0f}s at {base} (model {cfg.engine.model_id!r})")
+    print(
+        f"[serve] try: curl -H 'Authorization: Bearer <key>' {base}/v1/sessions -d '{{\"domain\": \"terminal\"}}'"
+    )
+    if not args.smoke:
+        return _block(name)
+    from agentworld.sim.smoke import smoke_check
+
+    result = smoke_check(base, key, cfg.engine.model_id)
+    print(f"[serve] smoke passed: {result}")
+    if args.out:
+        counts = {k: v for k, v in result.items() if isinstance(v, int)}
+        write_manifest(
+            args.out, stage="serve", inputs=[cfg.engine.model], config=cfg.redacted(), counts=counts
+        )
+    serve.delete(name)
+    return 0
+
+
+def _block(name: str) -> int:
+    from ray import serve
+
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        serve.delete(name)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

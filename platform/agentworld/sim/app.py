@@ -1,0 +1,94 @@
+"""The Ray Serve application: a vLLM engine deployment (``ray.serve.llm``) and the
+simulator ingress in front of it. ``build_app`` is the import path Serve configs name
+(``import_path: agentworld.sim.app:build_app``); its ``args`` are a ServeConfig as data.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from agentworld.sim.config import ServeConfig
+
+INGRESS_NAME = "SimIngress"
+
+# Route of each ingress method. The OpenAI ones are the routes Ray Serve LLM's own
+# router serves; the rest is the simulator API.
+ROUTES: dict[str, tuple[str, str, dict[str, Any]]] = {
+    "models": ("get", "/v1/models", {}),
+    "model_data": ("get", "/v1/models/{model:path}", {}),
+    "chat": ("post", "/v1/chat/completions", {}),
+    "completions": ("post", "/v1/completions", {}),
+    "health": ("get", "/healthz", {}),
+    "create_session": ("post", "/v1/sessions", {"status_code": 201}),
+    "list_sessions": ("get", "/v1/sessions", {}),
+    "get_session": ("get", "/v1/sessions/{session_id}", {}),
+    "delete_session": ("delete", "/v1/sessions/{session_id}", {}),
+    "step_session": ("post", "/v1/sessions/{session_id}/step", {}),
+    "simulate": ("post", "/v1/simulate", {}),
+}
+
+
+def build_app(args: dict[str, Any] | None = None):
+    """Serve's application builder. A bad config raises ConfigError naming the field
+    before anything is deployed."""
+    return build_sim_app(ServeConfig.from_dict(args))
+
+
+def build_sim_app(cfg: ServeConfig, *, base_dir: str | None = None):
+    """The application for ``cfg``; relative model paths resolve against ``base_dir``
+    (default: the current directory)."""
+    from ray import serve
+    from ray.llm._internal.serve.core.configs.openai_api_models import to_model_metadata
+    from ray.serve.llm import build_llm_deployment
+    from ray.serve.llm.ingress import make_fastapi_ingress
+
+    from agentworld.sim.ingress import SimIngress
+    from agentworld.sim.placement import llm_config
+
+    llm = llm_config(cfg.engine, base_dir=base_dir or os.getcwd())
+    engine = build_llm_deployment(llm)
+    ingress = make_fastapi_ingress(SimIngress, endpoint_map=_endpoint_map(), app=_fastapi_app(cfg))
+    deployment = serve.deployment(
+        ingress,
+        name=INGRESS_NAME,
+        num_replicas=cfg.ingress_replicas,
+        # Sessions wait on the engine, not on this process: let many be in flight.
+        max_ongoing_requests=1024,
+        ray_actor_options={"num_cpus": cfg.ingress_cpus},
+    )
+    return deployment.bind(
+        llm_deployments={llm.model_id: engine},
+        model_cards={llm.model_id: to_model_metadata(llm.model_id, llm)},
+        sim_config=cfg.to_dict(),
+    )
+
+
+def _endpoint_map() -> dict[str, Any]:
+    def route(method: str, path: str, kwargs: dict[str, Any]):
+        return lambda app: getattr(app, method)(path, **kwargs)
+
+    return {name: route(*spec) for name, spec in ROUTES.items()}
+
+
+def _fastapi_app(cfg: ServeConfig):
+    # Ray Serve LLM's own FastAPI app (its error handling and HTTP metrics for the
+    # OpenAI routes), with the simulator's error bodies and the Guard in front.
+    from ray.llm._internal.serve.core.ingress.ingress import init
+
+    from agentworld.sim.errors import SimError
+    from agentworld.sim.guard import Guard
+
+    app = init()
+    app.add_exception_handler(SimError, _error_response)
+    app.add_middleware(Guard, auth=cfg.auth, max_request_bytes=cfg.limits.max_request_bytes)
+    return app
+
+
+async def _error_response(request, error):
+    from starlette.responses import JSONResponse
+
+    headers = {}
+    if error.retry_after_s is not None:
+        headers["Retry-After"] = str(max(1, round(error.retry_after_s)))
+    return JSONResponse(error.body(), status_code=error.status, headers=headers)

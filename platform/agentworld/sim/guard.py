@@ -1,0 +1,181 @@
+"""The ASGI layer in front of every ``/v1`` route: the API key names the team (401
+otherwise), the body is read up to the size limit (413 past it, before any parsing),
+and each request is counted in Prometheus metrics (through ``ray.serve.metrics``)."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from typing import Any
+
+from agentworld.sim.config import AuthConfig
+from agentworld.sim.errors import SimError
+
+_ROUTES = (
+    (re.compile(r"^/v1/sessions/[^/]+/step$"), "/v1/sessions/{id}/step"),
+    (re.compile(r"^/v1/sessions/[^/]+$"), "/v1/sessions/{id}"),
+    (re.compile(r"^/v1/models/.+$"), "/v1/models/{model}"),
+)
+_LATENCY_BOUNDARIES = [0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0]
+
+
+class Guard:
+    """Pure ASGI middleware (no BaseHTTPMiddleware: it must not buffer responses)."""
+
+    def __init__(self, app: Any, *, auth: AuthConfig, max_request_bytes: int) -> None:
+        self.app = app
+        self.auth = auth
+        self.max_request_bytes = max_request_bytes
+        self._ring = None
+        self._metrics = None
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith("/v1/"):
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = {"code": 500}
+
+        async def send_and_record(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                status["code"] = message["status"]
+            await send(message)
+
+        team = "-"
+        try:
+            team = self._team(scope)
+            body = await self._read_body(scope, receive)
+        except SimError as e:
+            await _send_error(send_and_record, e)
+        else:
+            scope.setdefault("state", {})["team"] = team
+            if body:
+                _force_json(scope)
+            await self.app(scope, _replay(body, receive), send_and_record)
+        finally:
+            self._record(scope["path"], team, status["code"], time.perf_counter() - started)
+
+    def _team(self, scope: dict) -> str:
+        if self._ring is None:
+            from agentworld.sim.keys import load_keys
+
+            self._ring = load_keys(self.auth)
+        team = self._ring.team_for(_presented_key(scope))
+        if team is None:
+            raise SimError(
+                401,
+                "invalid_api_key",
+                "missing or unknown API key; send 'Authorization: Bearer <key>'",
+            )
+        return team
+
+    async def _read_body(self, scope: dict, receive: Any) -> bytes:
+        declared = _header(scope, b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_request_bytes:
+            raise _too_large(self.max_request_bytes)
+        chunks, size = [], 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                break
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_request_bytes:
+                raise _too_large(self.max_request_bytes)
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        return b"".join(chunks)
+
+    def _record(self, path: str, team: str, code: int, seconds: float) -> None:
+        try:
+            if self._metrics is None:
+                self._metrics = _build_metrics()
+            requests, latency = self._metrics
+            route = route_label(path)
+            requests.inc(tags={"route": route, "team": team, "status": str(code)})
+            latency.observe(seconds, tags={"route": route})
+        except Exception:  # noqa: BLE001 - metrics must never fail a request
+            pass
+
+
+def route_label(path: str) -> str:
+    """The route template of a path: session ids would make unbounded label values."""
+    for pattern, label in _ROUTES:
+        if pattern.match(path):
+            return label
+    return path
+
+
+def _build_metrics():
+    import ray
+    from ray.serve import metrics
+
+    if not ray.is_initialized():
+        raise RuntimeError("metrics need a Ray worker")  # e.g. the app under a test client
+
+    requests = metrics.Counter(
+        "agentworld_sim_requests",
+        description="Simulator and model requests by route, team and HTTP status.",
+        tag_keys=("route", "team", "status"),
+    )
+    latency = metrics.Histogram(
+        "agentworld_sim_request_latency_s",
+        description="Time to answer a request, by route.",
+        boundaries=_LATENCY_BOUNDARIES,
+        tag_keys=("route",),
+    )
+    return requests, latency
+
+
+def _too_large(limit: int) -> SimError:
+    return SimError(413, "request_too_large", f"the request body exceeds {limit} bytes")
+
+
+def _header(scope: dict, name: bytes) -> str | None:
+    for key, value in scope.get("headers", []):
+        if key.lower() == name:
+            return value.decode("latin-1")
+    return None
+
+
+def _force_json(scope: dict) -> None:
+    """Every route takes JSON. Ray Serve LLM's router answers a JSON body under another
+    content type (``curl -d`` sends a form type) with a 500, so the type is set here."""
+    headers = [(k, v) for k, v in scope.get("headers", []) if k.lower() != b"content-type"]
+    scope["headers"] = [*headers, (b"content-type", b"application/json")]
+
+
+def _presented_key(scope: dict) -> str | None:
+    auth = _header(scope, b"authorization")
+    if auth and auth[:7].lower() == "bearer ":
+        return auth[7:].strip()
+    return _header(scope, b"x-api-key")
+
+
+def _replay(body: bytes, receive: Any):
+    """Hand the buffered body to the app once, then the client's own channel (which
+    reports a disconnect when it happens)."""
+    sent = False
+
+    async def replay() -> dict:
+        nonlocal sent
+        if sent:
+            return await receive()
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay
+
+
+async def _send_error(send: Any, error: SimError) -> None:
+    payload = json.dumps(error.body()).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(payload)).encode()),
+    ]
+    if error.status == 401:
+        headers.append((b"www-authenticate", b"Bearer"))
+    await send({"type": "http.response.start", "status": error.status, "headers": headers})
+    await send({"type": "http.response.body", "body": payload})

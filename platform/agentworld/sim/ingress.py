@@ -1,0 +1,241 @@
+"""The simulator's HTTP ingress: Ray Serve LLM's OpenAI-compatible router
+(``/v1/chat/completions``, ``/v1/models``) extended with the simulator API.
+
+Replicas hold no session state: sessions live in the shared store actor
+(``agentworld.sim.placement.session_store``), so any replica serves any session and a
+restarted replica carries on where the old one stopped. A step is computed from the
+session as read, then appended only if the session has not moved meanwhile; a failed
+step (model error, timeout, bad request) stores nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from fastapi import Request
+from ray import serve
+from ray.exceptions import RayActorError, RayTaskError
+from ray.serve.llm.ingress import OpenAiIngress
+from ray.serve.llm.openai_api_models import ChatCompletionRequest, CompletionRequest
+from starlette.responses import JSONResponse, Response
+
+from agentworld.schema import register_domain
+from agentworld.sim.config import ServeConfig
+from agentworld.sim.errors import SimError
+from agentworld.sim.keys import load_keys
+from agentworld.sim.placement import session_store
+from agentworld.sim.prompt import (
+    action_text,
+    injected_error,
+    read_prediction,
+    resolve_domain,
+    step_messages,
+    system_text,
+)
+from agentworld.sim.protocol import (
+    Action,
+    Control,
+    CreateSession,
+    Sampling,
+    SimulateRequest,
+    StepRequest,
+    parse_body,
+)
+
+_STORE_TIMEOUT_S = 10.0
+_PRIVATE = ("team", "chars")
+
+
+class SimIngress(OpenAiIngress):
+    """OpenAI-compatible routes of the engine plus ``/v1/sessions``, ``/v1/simulate``
+    and ``/healthz``. The team comes from ``agentworld.sim.guard.Guard``."""
+
+    def __init__(
+        self, llm_deployments: dict, model_cards: dict, *, lora_paths=None, sim_config: dict
+    ) -> None:
+        super().__init__(llm_deployments, model_cards, lora_paths=lora_paths)
+        self.cfg = ServeConfig.from_dict(sim_config)
+        load_keys(self.cfg.auth)  # fail the replica at start, not on the first request
+        for name, description in self.cfg.custom_domains.items():
+            register_domain(name, description)
+        self.store = session_store(self.cfg)
+        self.replica = serve.get_replica_context().replica_id.unique_id
+
+    # -- OpenAI-compatible routes: the same rate limit as the simulator's ------------
+
+    async def chat(self, body: ChatCompletionRequest, request: Request) -> Response:
+        await self._call("admit", _team(request))
+        return await super().chat(body, request)
+
+    async def completions(self, body: CompletionRequest, request: Request) -> Response:
+        await self._call("admit", _team(request))
+        return await super().completions(body, request)
+
+    # -- simulator routes --------------------------------------------------------------
+
+    async def health(self) -> JSONResponse:
+        try:
+            stats = await self._call("stats")
+        except SimError as e:
+            return JSONResponse(e.body(), status_code=503)
+        body = {"status": "ok", "model": self.cfg.engine.model_id, "replica": self.replica, **stats}
+        return JSONResponse(body)
+
+    async def create_session(self, request: Request) -> JSONResponse:
+        team = await self._admit(request)
+        spec = parse_body(CreateSession, await request.body())
+        session = {
+            "domain": resolve_domain(spec.domain),
+            "system": system_text(spec),
+            "control": spec.control.model_dump() if spec.control else None,
+            "sampling": spec.sampling.model_dump() if spec.sampling else None,
+            "metadata": spec.metadata or {},
+        }
+        record = await self._call("create", team, session)
+        return JSONResponse(self._view(record), status_code=201)
+
+    async def list_sessions(self, request: Request) -> JSONResponse:
+        team = await self._admit(request)
+        return JSONResponse({"sessions": await self._call("list", team)})
+
+    async def get_session(self, session_id: str, request: Request) -> JSONResponse:
+        team = await self._admit(request)
+        return JSONResponse(self._view(await self._call("get", team, session_id)))
+
+    async def delete_session(self, session_id: str, request: Request) -> JSONResponse:
+        team = await self._admit(request)
+        await self._call("delete", team, session_id)
+        return JSONResponse({"id": session_id, "deleted": True})
+
+    async def step_session(self, session_id: str, request: Request) -> JSONResponse:
+        team = await self._admit(request)
+        step = parse_body(StepRequest, await request.body())
+        action = action_text(step.action)
+        record = await self._call("check_step", team, session_id, action)
+        control = Control.model_validate(record["control"]) if record["control"] else None
+        sampling = step.sampling or Sampling.model_validate(record["sampling"] or {})
+        done = len(record["turns"])
+        turn = await self._predict(
+            record["system"], record["turns"], step.action, control, sampling
+        )
+        await self._call("append_turn", team, session_id, expected_turns=done, turn=turn)
+        turns_left = self.cfg.limits.max_turns - done - 1
+        return JSONResponse(
+            {"session_id": session_id, "turn": done + 1, "turns_left": turns_left, **turn}
+        )
+
+    async def simulate(self, request: Request) -> JSONResponse:
+        await self._admit(request)
+        spec = parse_body(SimulateRequest, await request.body())
+        resolve_domain(spec.domain)
+        if len(spec.history) >= self.cfg.limits.max_turns:
+            raise SimError(
+                422,
+                "turn_limit",
+                f"history exceeds {self.cfg.limits.max_turns - 1} turns",
+                field="history",
+            )
+        turns = [
+            {"action": action_text(h.action), "observation": h.observation} for h in spec.history
+        ]
+        turn = await self._predict(
+            system_text(spec), turns, spec.action, spec.control, spec.sampling or Sampling()
+        )
+        return JSONResponse({"turn": len(turns) + 1, **turn})
+
+    # -- helpers -----------------------------------------------------------------------
+
+    async def _predict(
+        self,
+        system: str,
+        turns: list[dict],
+        action: Action,
+        control: Control | None,
+        sampling: Sampling,
+    ) -> dict[str, Any]:
+        """The next turn: a prescribed tool error, or the model's prediction."""
+        text = action_text(action)
+        injected = injected_error(control, action, len(turns) + 1)
+        if injected is not None:
+            return {
+                "action": text,
+                "observation": injected,
+                "reasoning": None,
+                "injected": True,
+                "finish_reason": "injected",
+            }
+        raw, finish = await self._generate(step_messages(system, turns, text), sampling)
+        pred = read_prediction(raw, control)
+        return {
+            "action": text,
+            "observation": pred.observation,
+            "reasoning": pred.reasoning,
+            "injected": False,
+            "finish_reason": finish,
+        }
+
+    async def _generate(
+        self, messages: list[dict[str, str]], sampling: Sampling
+    ) -> tuple[str, str | None]:
+        limits = self.cfg.limits
+        body = ChatCompletionRequest(
+            model=self.cfg.engine.model_id,
+            messages=messages,
+            max_tokens=min(sampling.max_tokens or limits.default_max_tokens, limits.max_tokens),
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
+            seed=sampling.seed,
+            # <think> and the observation tags are special tokens: keep them for the parser.
+            skip_special_tokens=False,
+        )
+        stream = self._get_response(body=body, call_method="chat")
+        try:
+            async with asyncio.timeout(limits.request_timeout_s):
+                first = await anext(stream)
+        except TimeoutError:
+            raise SimError(
+                504, "timeout", f"the model did not answer within {limits.request_timeout_s}s"
+            ) from None
+        finally:
+            await stream.aclose()
+        first = first[0] if isinstance(first, list) else first
+        error = getattr(first, "error", None)
+        if error is not None:
+            status = 422 if 400 <= int(error.code) < 500 else 502
+            raise SimError(status, "model_error", f"the model refused the request: {error.message}")
+        choice = first.choices[0]
+        return choice.message.content or "", choice.finish_reason
+
+    async def _admit(self, request: Request) -> str:
+        team = _team(request)
+        await self._call("admit", team)
+        return team
+
+    async def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """Call the store; its SimErrors come back as they were raised."""
+        try:
+            ref = getattr(self.store, method).remote(*args, **kwargs)
+            return await asyncio.wait_for(ref, _STORE_TIMEOUT_S)
+        except RayTaskError as e:
+            if isinstance(e.cause, SimError):
+                raise e.cause from None
+            raise
+        except (RayActorError, TimeoutError) as e:
+            raise SimError(
+                503, "store_unavailable", f"the session store did not answer: {type(e).__name__}"
+            ) from None
+
+    def _view(self, record: dict[str, Any]) -> dict[str, Any]:
+        view = {k: v for k, v in record.items() if k not in _PRIVATE}
+        view["turn"] = len(record["turns"])
+        view["max_turns"] = self.cfg.limits.max_turns
+        return view
+
+
+def _team(request: Request) -> str:
+    team = getattr(request.state, "team", None)
+    if not team:
+        # Only reachable if the app was built without the Guard in front.
+        raise SimError(401, "invalid_api_key", "missing or unknown API key")
+    return team

@@ -1,0 +1,224 @@
+"""Session state and per-team rate limits, as plain Python: ``agentworld.sim.placement``
+runs one ``SessionStore`` as a detached Ray actor that every simulator replica shares.
+
+A session is a JSON-serializable dict; the store enforces ownership (another team's
+session does not exist for you), the idle TTL, the caps on turns and size, and
+optimistic concurrency (a step names the turn count it was computed from, so two
+simultaneous steps on one session cannot both land). With ``storage_url`` every change is
+also written to ``<storage_url>/<session id>.json`` and reloaded when the store starts.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from agentworld.sim.config import LimitsConfig
+from agentworld.sim.errors import SimError, not_found
+
+
+class RateLimiter:
+    """A token bucket per team: ``burst`` requests at once, refilled at a per-minute rate."""
+
+    def __init__(self) -> None:
+        self._buckets: dict[str, tuple[float, float]] = {}
+
+    def admit(self, team: str, *, rate_per_minute: float, burst: int, now: float) -> float:
+        """0 when the request may proceed, else the seconds until it could."""
+        tokens, last = self._buckets.get(team, (float(burst), now))
+        tokens = min(float(burst), tokens + (now - last) * rate_per_minute / 60.0)
+        if tokens >= 1.0:
+            self._buckets[team] = (tokens - 1.0, now)
+            return 0.0
+        self._buckets[team] = (tokens, now)
+        return (1.0 - tokens) * 60.0 / rate_per_minute
+
+
+class SessionStore:
+    """All sessions of all teams."""
+
+    def __init__(
+        self,
+        limits: LimitsConfig,
+        *,
+        storage_url: str | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.limits = limits
+        self.storage_url = storage_url
+        self._clock = clock
+        self._sessions: dict[str, dict[str, Any]] = {}
+        self._rates = RateLimiter()
+        if storage_url:
+            self._load()
+
+    def configure(self, limits: LimitsConfig) -> None:
+        """Apply new limits (a redeployment) to the sessions already held."""
+        self.limits = limits
+
+    # -- requests ---------------------------------------------------------------------
+
+    def admit(self, team: str) -> None:
+        """Count one request against the team's rate; raises 429 past it."""
+        wait = self._rates.admit(
+            team,
+            rate_per_minute=self.limits.rate_for(team),
+            burst=self.limits.burst,
+            now=self._clock(),
+        )
+        if wait > 0:
+            raise SimError(
+                429, "rate_limited", f"too many requests; retry in {wait:.1f}s", retry_after_s=wait
+            )
+
+    def create(self, team: str, session: dict[str, Any]) -> dict[str, Any]:
+        """Store a new session (``system``, ``domain`` and options); returns it with its id."""
+        now = self._clock()
+        self._sweep(now)
+        if (
+            sum(1 for s in self._sessions.values() if s["team"] == team)
+            >= self.limits.max_sessions_per_team
+        ):
+            raise SimError(
+                429,
+                "too_many_sessions",
+                f"this team already holds {self.limits.max_sessions_per_team} sessions; delete some",
+            )
+        chars = len(session["system"])
+        if chars > self.limits.max_session_chars:
+            raise SimError(
+                413,
+                "session_too_large",
+                f"the environment text is {chars} characters; the limit is {self.limits.max_session_chars}",
+                field="environment",
+            )
+        record = {
+            **session,
+            "id": f"sess-{uuid.uuid4().hex}",
+            "team": team,
+            "turns": [],
+            "chars": chars,
+            "created_at": now,
+            "updated_at": now,
+            "expires_at": now + self.limits.session_ttl_s,
+        }
+        self._sessions[record["id"]] = record
+        self._persist(record)
+        return copy.deepcopy(record)
+
+    def get(self, team: str, session_id: str) -> dict[str, Any]:
+        return copy.deepcopy(self._owned(team, session_id))
+
+    def list(self, team: str) -> list[dict[str, Any]]:
+        self._sweep(self._clock())
+        return [_summary(s) for s in self._sessions.values() if s["team"] == team]
+
+    def check_step(self, team: str, session_id: str, action: str) -> dict[str, Any]:
+        """The session, if one more step with ``action`` fits its caps (checked again
+        when the turn is appended)."""
+        record = self._owned(team, session_id)
+        self._check_caps(record, len(action))
+        return copy.deepcopy(record)
+
+    def append_turn(
+        self, team: str, session_id: str, *, expected_turns: int, turn: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Append ``turn`` if the session still has ``expected_turns`` turns."""
+        record = self._owned(team, session_id)
+        if len(record["turns"]) != expected_turns:
+            raise SimError(
+                409,
+                "concurrent_step",
+                f"session {session_id!r} moved on to turn {len(record['turns'])} while this step ran; "
+                "send steps of one session one at a time",
+            )
+        self._check_caps(record, len(turn["action"]))
+        now = self._clock()
+        record["turns"].append({**turn, "turn": expected_turns + 1, "created_at": now})
+        record["chars"] += len(turn["action"]) + len(turn["observation"])
+        record["updated_at"] = now
+        record["expires_at"] = now + self.limits.session_ttl_s
+        self._persist(record)
+        return copy.deepcopy(record)
+
+    def delete(self, team: str, session_id: str) -> None:
+        self._owned(team, session_id)
+        del self._sessions[session_id]
+        self._unpersist(session_id)
+
+    def stats(self) -> dict[str, int]:
+        teams: dict[str, int] = {}
+        for s in self._sessions.values():
+            teams[s["team"]] = teams.get(s["team"], 0) + 1
+        return {"sessions": len(self._sessions), "teams": len(teams)}
+
+    # -- internals --------------------------------------------------------------------
+
+    def _owned(self, team: str, session_id: str) -> dict[str, Any]:
+        record = self._sessions.get(session_id)
+        if record is None or record["team"] != team:
+            raise not_found(session_id)
+        if record["expires_at"] <= self._clock():
+            self._drop(session_id)
+            raise not_found(session_id)
+        return record
+
+    def _check_caps(self, record: dict[str, Any], action_chars: int) -> None:
+        if len(record["turns"]) >= self.limits.max_turns:
+            raise SimError(
+                409,
+                "turn_limit",
+                f"session {record['id']!r} reached its {self.limits.max_turns} turns",
+            )
+        if record["chars"] + action_chars > self.limits.max_session_chars:
+            raise SimError(
+                409,
+                "session_full",
+                f"session {record['id']!r} would exceed {self.limits.max_session_chars} characters",
+            )
+
+    def _sweep(self, now: float) -> None:
+        for sid in [sid for sid, s in self._sessions.items() if s["expires_at"] <= now]:
+            self._drop(sid)
+
+    def _drop(self, session_id: str) -> None:
+        self._sessions.pop(session_id, None)
+        self._unpersist(session_id)
+
+    def _path(self, session_id: str) -> str:
+        from agentworld.io import join
+
+        return join(self.storage_url, f"{session_id}.json")
+
+    def _persist(self, record: dict[str, Any]) -> None:
+        if self.storage_url:
+            from agentworld.io import write_bytes
+
+            write_bytes(self._path(record["id"]), json.dumps(record, ensure_ascii=False).encode())
+
+    def _unpersist(self, session_id: str) -> None:
+        if self.storage_url:
+            from agentworld.io.storage import remove
+
+            remove(self._path(session_id))
+
+    def _load(self) -> None:
+        from agentworld.io import get_fs
+
+        fs, root = get_fs(self.storage_url)
+        now = self._clock()
+        for path in fs.glob(f"{root.rstrip('/')}/sess-*.json"):
+            record = json.loads(fs.cat_file(path))
+            if record["expires_at"] > now:
+                self._sessions[record["id"]] = record
+            else:
+                fs.rm(path)
+
+
+def _summary(record: dict[str, Any]) -> dict[str, Any]:
+    keys = ("id", "domain", "created_at", "updated_at", "expires_at", "metadata")
+    return {**{k: record.get(k) for k in keys}, "turns": len(record["turns"])}
