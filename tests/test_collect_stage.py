@@ -5,6 +5,7 @@ no duplicates, an agent endpoint can drive the episodes."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 
 import pytest
@@ -12,7 +13,7 @@ import pytest
 from agentworld.collect import CollectConfig, collect
 from agentworld.collect.chunk import run_chunk
 from agentworld.collect.episode import episode_digest, plan_episodes
-from agentworld.io import list_shards, read_manifest, read_records
+from agentworld.io import get_fs, list_shards, read_manifest, read_records
 from agentworld.recipes import ConfigError
 from agentworld.schema import Trajectory
 
@@ -47,11 +48,16 @@ def test_episodes_are_deterministic_per_seed(collected_corpus):
     for t in again:
         assert episode_digest(t) == episode_digest(recorded[t.id])
         if t.domain in ("search", "swe"):
-            assert [x.observation for x in t.turns] == [x.observation for x in recorded[t.id].turns]
+            assert _stable(t) == _stable(recorded[t.id])
     other = run_chunk([s for s in plan_episodes(CollectConfig(episodes=3, seed=1))][:1], config)
     assert episode_digest(Trajectory.from_json(other.records[0])) != episode_digest(
         recorded["terminal-s0-000000"]
     )
+
+
+def _stable(traj: Trajectory) -> list[str]:
+    """Observations without the one varying part of these domains: test-run timings."""
+    return [re.sub(r"in \d+\.\d+s", "in Xs", t.observation) for t in traj.turns]
 
 
 def test_rerun_of_a_complete_run_does_nothing(collected_corpus):
@@ -91,9 +97,7 @@ def test_resume_on_s3_writes_no_duplicates(ray_cluster, s3_bucket):
     config = CollectConfig(domains=("terminal", "search"), episodes=4, episodes_per_task=2)
     first = collect(config, out)
     assert first["counts"]["trajectories"] == 4
-    import s3fs
-
-    fs = s3fs.S3FileSystem(skip_instance_cache=True)
+    fs, _ = get_fs(out)
     # As if killed after chunk 0: the manifest and chunk 1 never made it.
     fs.rm([f"{out}/manifest.json", f"{out}/status/part-00001.json", f"{out}/part-00001.jsonl"])
     again = collect(config, out)

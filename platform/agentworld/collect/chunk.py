@@ -69,10 +69,5 @@ def _policy(config: CollectConfig, api_key: str | None) -> object | None:
 def _forget_broken_resources(ws, domain: str) -> None:
     """After a failed mcp episode, restart its servers for the next one: a server that
     broke mid-call must not fail the rest of the chunk."""
-    if domain != "mcp":
-        return
-    for key in [k for k in ws._resources if k.startswith("mcp-") and k != "mcp-home"]:
-        try:
-            ws._resources.pop(key).close()
-        except Exception:  # noqa: BLE001 - it is already broken; dropping it is the point
-            pass
+    if domain == "mcp":
+        ws.drop("mcp-server-")

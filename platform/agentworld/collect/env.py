@@ -71,12 +71,20 @@ class Workspace:
             self._resources[key] = factory()
         return self._resources[key]
 
+    def drop(self, prefix: str) -> None:
+        """Close and forget the resources whose key starts with ``prefix`` (they are
+        started afresh on next use)."""
+        for key in [k for k in self._resources if k.startswith(prefix)]:
+            close = getattr(self._resources.pop(key), "close", None)
+            try:
+                if close is not None:
+                    close()
+            except Exception:  # noqa: BLE001 - a broken resource is being discarded anyway
+                pass
+
     def close(self) -> None:
-        for res in reversed(list(self._resources.values())):
-            close = getattr(res, "close", None)
-            if close is not None:
-                close()
-        self._resources.clear()
+        # A server that fails to shut down cleanly must not cost the chunk its records.
+        self.drop("")
         shutil.rmtree(self.root, ignore_errors=True)
 
     def __enter__(self) -> Workspace:

@@ -125,7 +125,7 @@ class McpEnvironment(Environment):
         name = task.state["server"]
         home = self.workspace.resource("mcp-home", lambda: _mcp_home(self.workspace))
         self.server: McpServer = self.workspace.resource(
-            f"mcp-{name}",
+            f"mcp-server-{name}",
             lambda: McpServer(
                 name,
                 home,

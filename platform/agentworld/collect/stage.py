@@ -15,7 +15,6 @@ from typing import Any
 from agentworld.collect.config import CollectConfig
 from agentworld.collect.episode import EpisodeSpec, plan_episodes
 from agentworld.io import (
-    exists,
     is_complete,
     join,
     read_bytes,
@@ -71,10 +70,11 @@ def _status_url(out: str, k: int) -> str:
 
 
 def _chunk_done(out: str, k: int, chunk: list[EpisodeSpec], **storage_options: Any) -> bool:
-    url = _status_url(out, k)
-    if not exists(url, **storage_options):
+    # Read, not exists-then-read: a listing cache can still show a deleted object.
+    try:
+        recorded = json.loads(read_bytes(_status_url(out, k), **storage_options))["episodes"]
+    except FileNotFoundError:
         return False
-    recorded = json.loads(read_bytes(url, **storage_options))["episodes"]
     if recorded != [s.id for s in chunk]:
         raise ValueError(
             f"{out} holds chunk {k} of another run (episodes {recorded[:3]}...); "

@@ -1,0 +1,79 @@
+"""Collect throughput: trajectories per second with 1 vs 2 parallel Ray workers, on the
+same episodes (same seed, domains and chunking), in the same run.
+
+Run:  python bench/bench_collect.py [--episodes 24]   -> bench/results/collect.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+sys.path.insert(0, os.path.join(ROOT, "platform"))
+
+
+def timed_collect(config, out: str) -> tuple[float, dict]:
+    from agentworld.collect import collect
+
+    t0 = time.perf_counter()
+    manifest = collect(config, out)
+    return time.perf_counter() - t0, manifest["counts"]
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--episodes", type=int, default=24)
+    p.add_argument("--episodes-per-task", type=int, default=6)
+    args = p.parse_args()
+    import ray
+
+    from agentworld.collect import CollectConfig
+
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        runtime_env={"env_vars": {"PYTHONPATH": os.path.join(ROOT, "platform")}},
+    )
+    base = dict(episodes=args.episodes, episodes_per_task=args.episodes_per_task, seed=0)
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        # Warm-up: start two workers and build the search index in each, so that neither
+        # measured run pays the process start-up alone.
+        warm = CollectConfig(domains=("search",), episodes=2, episodes_per_task=1, max_parallel=2)
+        timed_collect(warm, os.path.join(tmp, "warm"))
+        for workers in (1, 2):
+            config = CollectConfig(**base, max_parallel=workers)
+            seconds, counts = timed_collect(config, os.path.join(tmp, f"w{workers}"))
+            results[workers] = {
+                "seconds": round(seconds, 2),
+                "trajectories": counts["trajectories"],
+                "failed": counts["failed"],
+                "trajectories_per_s": round(counts["trajectories"] / seconds, 3),
+            }
+            print(f"[bench_collect] {workers} worker(s): {results[workers]}")
+    ray.shutdown()
+    ratio = results[2]["trajectories_per_s"] / results[1]["trajectories_per_s"]
+    print(f"[bench_collect] 2 workers vs 1: {ratio:.2f}x trajectories/s ({args.episodes} episodes)")
+    out = {
+        "benchmark": "collect",
+        "episodes": args.episodes,
+        "episodes_per_task": args.episodes_per_task,
+        "domains": list(CollectConfig().domains),
+        "workers": results,
+        "ratio_2_vs_1": round(ratio, 3),
+        "cpu_count": os.cpu_count(),
+    }
+    os.makedirs(os.path.join(ROOT, "bench", "results"), exist_ok=True)
+    with open(os.path.join(ROOT, "bench", "results", "collect.json"), "w") as f:
+        json.dump(out, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
