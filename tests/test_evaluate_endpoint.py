@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from agentworld.io import read_jsonl, write_jsonl
 from agentworld.schema import trajectory_to_rows
 from tests.helpers import sample_trajectories
@@ -144,3 +146,5 @@ def test_endpoint_failures_are_counted_then_retried(tmp_path):
     manifest = json.loads((tmp_path / "run" / "infer" / "manifest.json").read_text())
     assert manifest["status"] == "complete" and manifest["counts"]["predicted"] == len(failed)
     assert [p["key"] for p in read_jsonl(f"{run}/infer/predictions.jsonl")] == keys
+    with pytest.raises(ValueError, match="holds predictions made with sampling"):
+        job.main([*args, "--temperature", "0.7"])  # would mix two ways of sampling

@@ -57,7 +57,11 @@ class ChatClient:
         )
         self._sem = asyncio.Semaphore(self.cfg.concurrency)
         if self.model is None:
-            self.model = await self._first_model()
+            try:
+                self.model = await self._first_model()
+            except BaseException:
+                await self._client.close()
+                raise
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -31,9 +31,35 @@ def _stamp(url: str, **so: Any) -> str | None:
     return m and m["written_at"]
 
 
-def _up_to_date(url: str, inputs: dict[str, Any], **so: Any) -> bool:
+def _up_to_date(url: str, inputs: dict[str, Any], config: Any = None, **so: Any) -> bool:
     m = read_manifest(url, **so)
-    return bool(m and m["status"] == "complete" and m["inputs"] == inputs)
+    same_config = config is None or m and m["config"] == _as_json(config)
+    return bool(m and m["status"] == "complete" and m["inputs"] == inputs and same_config)
+
+
+def _as_json(obj: Any) -> Any:
+    from dataclasses import asdict
+
+    return json.loads(json.dumps(asdict(obj)))
+
+
+def _check_same_run(url: str, inputs: dict[str, Any], cfg: InferConfig, **so: Any) -> None:
+    """One run directory holds the predictions of one model on one input with one way of
+    sampling: resuming it with another would mix them. Concurrency, retries, replicas,
+    max_items and the like may change between runs."""
+    m = read_manifest(url, **so)
+    if m is None:
+        return
+    old = {k: m["inputs"].get(k) for k in ("input", "format", "split", "model")}
+    old |= {"backend": m["config"]["backend"], "sampling": m["config"]["sampling"]}
+    new = {k: inputs[k] for k in ("input", "format", "split", "model")}
+    new |= {"backend": cfg.backend, "sampling": _as_json(cfg.sampling)}
+    for key, value in new.items():
+        if old[key] != value:
+            raise ValueError(
+                f"{url} holds predictions made with {key} = {old[key]!r}, not {value!r}: "
+                "use another --out"
+            )
 
 
 def _rows(url: str, **so: Any) -> list[dict[str, Any]]:
@@ -60,8 +86,9 @@ def infer_stage(
     out = join(run_url, "infer")
     model = model_url if cfg.backend == "vllm" else cfg.endpoint.base_url
     inputs = {"input": input_url, "format": fmt, "split": split, "model": model, "name": name}
-    if _up_to_date(out, inputs, **so):
+    if _up_to_date(out, inputs, cfg, **so):
         return read_manifest(out, **so)
+    _check_same_run(out, inputs, cfg, **so)
     loaded = load_items(input_url, fmt=fmt, split=split, **so)
     write_jsonl(join(out, "quarantine.jsonl"), loaded.rejected, **so)
     counts = asdict(run_infer(loaded.items, cfg, out, model_url=model_url, **so))
