@@ -267,3 +267,70 @@ def test_stage_must_fit_its_cluster(tree):
         "spec.rayClusterSpec.workerGroupSpecs: 8 vLLM engines (recipe.evaluate.infer.vllm) need 8.0 CPUs; the worker groups offer at most 4",
     )
     assert len(found) == 1
+
+
+def _serve_config(docs: list) -> dict:
+    return yaml.safe_load(docs[0]["spec"]["serveConfigV2"])
+
+
+def _set_serve_config(docs: list, change: Callable[[dict], None]) -> None:
+    config = _serve_config(docs)
+    change(config)
+    docs[0]["spec"]["serveConfigV2"] = yaml.safe_dump(config, sort_keys=False)
+
+
+def test_serve_config_import_path_that_does_not_exist_is_named(tree):
+    def break_import(docs):
+        _set_serve_config(
+            docs,
+            lambda c: c["applications"][0].update({"import_path": "agentworld.sim.nope:build_app"}),
+        )
+
+    edit(tree / "k8s/base/sim/rayservice.yaml", break_import)
+    field = "spec.serveConfigV2.applications[0].import_path"
+    assert find(
+        problems_of(tree),
+        "RayService/agentworld-sim",
+        f"{field}: cannot import 'agentworld.sim.nope:build_app'",
+    )
+
+
+def test_serve_config_is_checked_by_serve_schema_app_config_and_source(tree):
+    def break_config(docs):
+        def change(c):
+            c["proxy_location"] = "Everywhere"
+            c["applications"][0]["args"]["limits"]["max_turn"] = 3
+
+        _set_serve_config(docs, change)
+
+    edit(tree / "k8s/base/sim/rayservice.yaml", break_config)
+    problems = problems_of(tree)
+    assert find(
+        problems,
+        "spec.serveConfigV2.proxy_location: Input should be 'Disabled', 'HeadOnly' or 'EveryNode'",
+    )
+    assert find(problems, "spec.serveConfigV2: differs from serve/sim_gpu.yaml")
+
+    edit(
+        tree / "k8s/base/sim/rayservice.yaml",
+        lambda docs: _set_serve_config(docs, lambda c: c.update({"proxy_location": "EveryNode"})),
+    )
+    assert find(
+        problems_of(tree), "spec.serveConfigV2.applications[0].args.limits.max_turn: unknown field"
+    )
+
+
+def test_sync_serve_copies_the_serve_file(tree):
+    from agentworld.deploy.rayconfig import sync_serve_configs
+
+    source = tree / "serve/sim_gpu.yaml"
+    source.write_text(source.read_text().replace("num_replicas: 2", "num_replicas: 3"))
+    assert find(problems_of(tree), "spec.serveConfigV2: differs from serve/sim_gpu.yaml")
+    assert sync_serve_configs(tree) == [tree / "k8s/base/sim/rayservice.yaml"]
+    assert problems_of(tree) == []
+    assert (
+        _serve_config(
+            list(yaml.safe_load_all((tree / "k8s/base/sim/rayservice.yaml").read_text()))
+        )["applications"][0]["args"]["engine"]["num_replicas"]
+        == 3
+    )
