@@ -26,14 +26,6 @@ class Problem:
         return f"{head}{self.field}: {self.message}" if self.field else f"{head}{self.message}"
 
 
-class ValidationFailed(Exception):
-    """Raised by ``check`` helpers when a tree has problems; the message lists them."""
-
-    def __init__(self, problems: list[Problem]) -> None:
-        self.problems = problems
-        super().__init__("\n".join(str(p) for p in problems))
-
-
 def format_path(path: FieldPath) -> str:
     """``("spec", "groups", 0, "nvidia.com/gpu")`` -> ``spec.groups[0][nvidia.com/gpu]``."""
     out = ""
