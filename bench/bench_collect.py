@@ -29,6 +29,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--episodes", type=int, default=24)
     p.add_argument("--episodes-per-task", type=int, default=6)
+    p.add_argument("--repeats", type=int, default=2, help="interleaved rounds; best one counts")
     args = p.parse_args()
     import ray
 
@@ -47,16 +48,24 @@ def main() -> int:
         # measured run pays the process start-up alone.
         warm = CollectConfig(domains=("search",), episodes=2, episodes_per_task=1, max_parallel=2)
         timed_collect(warm, os.path.join(tmp, "warm"))
-        for workers in (1, 2):
-            config = CollectConfig(**base, max_parallel=workers)
-            seconds, counts = timed_collect(config, os.path.join(tmp, f"w{workers}"))
-            results[workers] = {
-                "seconds": round(seconds, 2),
-                "trajectories": counts["trajectories"],
-                "failed": counts["failed"],
-                "trajectories_per_s": round(counts["trajectories"] / seconds, 3),
-            }
-            print(f"[bench_collect] {workers} worker(s): {results[workers]}")
+        # Interleaved rounds, best of each: the machine is shared, and a burst of other
+        # load during one run should not decide the ratio.
+        for r in range(args.repeats):
+            for workers in (1, 2):
+                config = CollectConfig(**base, max_parallel=workers)
+                seconds, counts = timed_collect(config, os.path.join(tmp, f"w{workers}-{r}"))
+                rate = counts["trajectories"] / seconds
+                print(
+                    f"[bench_collect] round {r}, {workers} worker(s): {seconds:.1f}s, {rate:.2f} traj/s"
+                )
+                best = results.get(workers)
+                if best is None or rate > best["trajectories_per_s"]:
+                    results[workers] = {
+                        "seconds": round(seconds, 2),
+                        "trajectories": counts["trajectories"],
+                        "failed": counts["failed"],
+                        "trajectories_per_s": round(rate, 3),
+                    }
     ray.shutdown()
     ratio = results[2]["trajectories_per_s"] / results[1]["trajectories_per_s"]
     print(f"[bench_collect] 2 workers vs 1: {ratio:.2f}x trajectories/s ({args.episodes} episodes)")
@@ -64,6 +73,8 @@ def main() -> int:
         "benchmark": "collect",
         "episodes": args.episodes,
         "episodes_per_task": args.episodes_per_task,
+        "repeats": args.repeats,
+        "load_average_1m": round(os.getloadavg()[0], 1),
         "domains": list(CollectConfig().domains),
         "workers": results,
         "ratio_2_vs_1": round(ratio, 3),
