@@ -41,6 +41,9 @@ class EngineConfig:
     """VLLM_CPU_KVCACHE_SPACE for the engine (CPU build); None leaves vLLM's default."""
     cpus_per_replica: float = 1.0
     """CPUs of the engine's placement-group bundle."""
+    server_cpus: float = 0.0
+    """CPUs reserved for the engine's Serve replica process on top of the bundle (it
+    only relays requests); 0 lets the whole app fit a 2-CPU Ray cluster."""
     gpus_per_replica: int = 0
     """GPUs of the engine's bundle (0 on the CPU build)."""
     tensor_parallel_size: int = 1
@@ -65,6 +68,8 @@ class EngineConfig:
                 "engine.gpu_memory_utilization",
                 f"must be in (0, 1], got {self.gpu_memory_utilization}",
             )
+        if self.server_cpus < 0:
+            raise _error("engine.server_cpus", f"must be >= 0, got {self.server_cpus}")
         if self.gpus_per_replica < 0:
             raise _error("engine.gpus_per_replica", f"must be >= 0, got {self.gpus_per_replica}")
         if self.tensor_parallel_size > 1 and self.gpus_per_replica < self.tensor_parallel_size:

@@ -37,7 +37,10 @@ def llm_config(engine: EngineConfig, *, base_dir: str | None = None):
             "tensor_parallel_size": engine.tensor_parallel_size,
         },
         placement_group_config={"bundles": bundles},
-        deployment_config={"num_replicas": engine.num_replicas},
+        deployment_config={
+            "num_replicas": engine.num_replicas,
+            "ray_actor_options": {"num_cpus": engine.server_cpus},
+        },
         runtime_env={"env_vars": env} if env else None,
     )
 
