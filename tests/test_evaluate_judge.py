@@ -128,7 +128,8 @@ def test_client_retries_server_errors_and_timeouts():
 def test_client_counts_malformed_and_failed_judgments():
     def script(body: dict, n: int) -> Reply:
         content = body["messages"][1]["content"]
-        if "retry-me" in content and n == 1:
+        asks = sum(content == r["messages"][1]["content"] for r in server.requests)
+        if "retry-me" in content and asks == 1:  # this item's first ask
             return Reply(text='<scores>{"format": 9}</scores>')
         if "always-bad" in content:
             return Reply(text="looks fine to me")

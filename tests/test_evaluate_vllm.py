@@ -60,7 +60,7 @@ def test_vllm_on_ray_data_infer_and_score(ray_cluster, tiny_checkpoint, tmp_path
 
     assert job.main(["score", "--out", run]) == 0
     summary = json.loads((tmp_path / "run" / "score" / "summary.json").read_text())
-    assert summary["model"] == tiny_checkpoint.rstrip("/").rsplit("/", 1)[-1]
+    assert summary["model"] == "/".join(tiny_checkpoint.rstrip("/").split("/")[-2:])
     rule = summary["domains"]["terminal"]["rule"]
     assert summary["domains"]["all"]["predictions"] == len(rows)
     assert 0.0 <= rule["rouge_l"] <= 100.0 and rule["json_valid"] is None

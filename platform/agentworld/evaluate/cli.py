@@ -86,7 +86,8 @@ def model_name(args: argparse.Namespace) -> str:
     if getattr(args, "name", None):
         return args.name
     if getattr(args, "model", None):
-        return args.model.rstrip("/").rsplit("/", 1)[-1]
+        # The last two path parts: "demo/model", "sft/hf" say more than "model" or "hf".
+        return "/".join(args.model.rstrip("/").split("/")[-2:])
     if getattr(args, "served_model", None):
         return args.served_model
     from urllib.parse import urlparse
