@@ -26,6 +26,12 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "platform"))
 
 
+HELP = {
+    "infer": "predict the observation of every item of the input",
+    "fidelity": "infer (+ judge with --judge-url) + score on held-out real trajectories",
+}
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     from agentworld.evaluate.cli import add_judge_options, add_model_options
 
@@ -35,7 +41,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--recipe", default="debug_cpu", help="recipe whose evaluate config is the base")
     sub = p.add_subparsers(dest="command", required=True)
     for name in ("infer", "fidelity"):
-        s = sub.add_parser(name, help=f"{name}: predict the observations of the input's items")
+        s = sub.add_parser(name, help=HELP[name])
         s.add_argument(
             "--input", required=True, help="AgentWorldBench dir, record shards or samples"
         )

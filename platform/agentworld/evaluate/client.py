@@ -68,7 +68,12 @@ class ChatClient:
         await self._client.close()
 
     async def _first_model(self) -> str:
-        models = await self._call_with_retries(lambda: self._client.models.list())
+        try:
+            models = await self._call_with_retries(lambda: self._client.models.list())
+        except EndpointError as e:
+            raise EndpointError(
+                f"cannot list the models at {self.cfg.base_url}: {e}", attempts=e.attempts
+            ) from e
         if not models.data:
             raise EndpointError(f"{self.cfg.base_url} serves no models", attempts=1)
         return models.data[0].id
