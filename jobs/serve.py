@@ -11,13 +11,14 @@ Run:
 or through Ray: ray job submit --working-dir . -- python jobs/serve.py --config serve/sim_cpu.yaml
 The Serve CLI runs the same application: PYTHONPATH=platform serve run serve/sim_cpu.yaml
 
-API keys: --api-keys 'team=key,team2=key2', else the variable named in the config's
-auth.api_keys_env (AGENTWORLD_SIM_API_KEYS), else (--smoke only) a generated key.
+API keys: --api-keys 'team=key,team2=key2', and the variable named in the config's
+auth.api_keys_env (AGENTWORLD_SIM_API_KEYS); --smoke without either generates one.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import secrets
 import sys
@@ -70,18 +71,25 @@ def load_config(args: argparse.Namespace):
     return app["name"], cfg, http
 
 
-def resolve_keys(args: argparse.Namespace, cfg) -> str | None:
-    """The first key of the keys passed on the command line (or generated for a smoke
-    run), exported under auth.api_keys_env for the replicas."""
-    keys = args.api_keys or os.environ.get(cfg.auth.api_keys_env or "", "")
-    if not keys and args.smoke:
-        keys = f"smoke=sk-{secrets.token_hex(12)}"
-    if keys and cfg.auth.api_keys_env:
-        os.environ[cfg.auth.api_keys_env] = keys
+def resolve_keys(args: argparse.Namespace, cfg):
+    """(config, a key to call with). Keys from --api-keys, or generated for a smoke run
+    without keys, go into the config itself so that replicas on an already running
+    cluster get them too; keys in the environment variable stay there (a local cluster
+    started here inherits it, a remote one has its own, e.g. from a Kubernetes secret)."""
     from agentworld.sim.keys import parse_keys
 
-    pairs = parse_keys(keys, source="--api-keys") if keys else []
-    return pairs[0][1] if pairs else None
+    keys = args.api_keys
+    if not keys and args.smoke and not os.environ.get(cfg.auth.api_keys_env or ""):
+        keys = f"smoke=sk-{secrets.token_hex(12)}"
+    if keys:
+        pairs = parse_keys(keys, source="--api-keys")
+        auth = dataclasses.replace(cfg.auth, api_keys={**cfg.auth.api_keys, **dict(pairs)})
+        cfg = dataclasses.replace(cfg, auth=auth)
+    elif cfg.auth.api_keys_env and os.environ.get(cfg.auth.api_keys_env):
+        pairs = parse_keys(os.environ[cfg.auth.api_keys_env], source=f"${cfg.auth.api_keys_env}")
+    else:
+        pairs = list(cfg.auth.api_keys.items())
+    return cfg, (pairs[0][1] if pairs else None)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -92,7 +100,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.smoke and args.out and is_complete(args.out):
         print(f"[serve] {args.out} is complete; nothing to do (delete it to rerun)")
         return 0
-    key = resolve_keys(args, cfg)
+    cfg, key = resolve_keys(args, cfg)
+    if args.smoke and key is None:
+        sys.exit("[serve] --smoke needs a key it can call with: pass --api-keys")
     import ray
     from ray import serve
 
