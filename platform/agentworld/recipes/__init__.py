@@ -9,8 +9,9 @@ from agentworld.recipes.config import ClusterConfig, ConfigError, ModelConfig, R
 
 
 def debug_cpu() -> Recipe:
-    """The tiny MoE (0.4M parameters, 4 experts, top-2) on 2 CPU workers: tests, the demo."""
-    return Recipe(name="debug_cpu")
+    """The tiny MoE (0.4M parameters, 4 experts, top-2) on 2 CPU workers, its experts
+    split between them (expert parallel size 2): tests, the demo."""
+    return Recipe(name="debug_cpu", train=TrainConfig(expert_parallel_size=2))
 
 
 def small_cpu() -> Recipe:
@@ -71,6 +72,9 @@ def qwen35_a3b() -> Recipe:
             eval_every=500,
             checkpoint_every=1000,
             keep_checkpoints=3,
+            log_every=10,
+            # 32k-token packed rows: variable-length attention, not a (T, T) mask.
+            attn_implementation="flash_attention_2",
         ),
         evaluate=_gpu_evaluate(),
     )

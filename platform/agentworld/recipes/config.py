@@ -22,6 +22,26 @@ class ConfigError(ValueError):
         super().__init__(f"{field}: {message}")
 
 
+def apply_overrides(config, items, *, owner: str):
+    """A copy of the dataclass ``config`` with ``FIELD=VALUE`` items applied (values
+    read as Python literals, else kept as strings), validated again; an unknown field
+    raises ConfigError naming ``owner.FIELD``. For command-line overrides."""
+    import ast
+    import dataclasses
+
+    names = {f.name for f in dataclasses.fields(config)}
+    changes = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or key not in names:
+            raise ConfigError(f"{owner}.{key}", f"unknown field in override {item!r}")
+        try:
+            changes[key] = ast.literal_eval(raw)
+        except (ValueError, SyntaxError):
+            changes[key] = raw
+    return dataclasses.replace(config, **changes)
+
+
 def _positive(owner: str, **values: float) -> None:
     for name, value in values.items():
         if value <= 0:
@@ -119,10 +139,25 @@ class TrainConfig:
     checkpoint_every: int = 10
     keep_checkpoints: int = 2
     seed: int = 0
+    log_every: int = 1
+    """Steps between progress reports (the driver's progress line, wandb)."""
+    max_failures: int = 2
+    """Worker-group failures Ray Train recovers from (FailureConfig): the group is
+    replaced and resumes from the newest checkpoint."""
+    attn_implementation: Literal["sdpa", "eager", "flash_attention_2"] = "sdpa"
+    """Attention kernel. Packed documents never attend to each other: sdpa and eager get
+    a block-diagonal causal mask built from the rows' position ids, flash_attention_2
+    (GPU only) runs variable-length attention on them."""
+    wandb_project: str = "agentworld"
+    wandb_mode: Literal["offline", "online", "disabled"] = "offline"
+    """wandb logging: offline by default (files under the run directory's wandb/)."""
 
     def __post_init__(self) -> None:
+        if self.max_failures < 0:
+            raise ConfigError("train.max_failures", f"must be >= 0, got {self.max_failures}")
         _positive(
             "train",
+            log_every=self.log_every,
             expert_parallel_size=self.expert_parallel_size,
             seq_len=self.seq_len,
             micro_batch_size=self.micro_batch_size,
@@ -173,6 +208,8 @@ class Recipe:
             )
         if self.train.precision == "bf16" and not self.cluster.use_gpu:
             raise ConfigError("train.precision", "bf16 needs GPUs here; use fp32 on CPU")
+        if self.train.attn_implementation == "flash_attention_2" and not self.cluster.use_gpu:
+            raise ConfigError("train.attn_implementation", "flash_attention_2 needs GPUs; use sdpa on CPU")
         if self.train.seq_len > self.model.max_position_embeddings:
             raise ConfigError(
                 "train.seq_len",

@@ -1,0 +1,28 @@
+"""sft: supervised fine-tuning of the world model to predict the next observation
+(loss on observation tokens only), starting from the CPT export.
+
+Reads <data>/packed/sft/{train,eval} (the prepare stage's output) and the CPT export
+given by --init (its hf/ directory, or the CPT run directory), and writes under --out:
+checkpoints/, hf/ (the export RL and serving start from), wandb/ and manifest.json.
+
+Run:  python jobs/sft.py --data runs/demo/prepared --init runs/demo/cpt/hf --out runs/demo/sft --recipe debug_cpu
+      ray job submit --working-dir . -- python jobs/sft.py --data s3://bucket/prepared \\
+          --init s3://bucket/cpt/hf --out s3://bucket/sft
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "platform"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    from agentworld.train.cli import main as run
+
+    return run("sft", __doc__, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

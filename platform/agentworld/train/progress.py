@@ -1,0 +1,123 @@
+"""Progress of a run on the driver. Ray Train's controller (an actor) forwards every
+report and every worker failure into a queue; the driver drains it in a thread,
+prints one progress line per report, logs to wandb (offline by default) and keeps the
+history that goes into the manifest."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ray.train import UserCallback
+
+
+class ForwardReports(UserCallback):
+    """Runs in the Ray Train controller: puts reports and failures on ``queue``."""
+
+    def __init__(self, queue) -> None:
+        self.queue = queue
+
+    def after_report(self, run_context, metrics: list[dict[str, Any]], checkpoint) -> None:
+        event = {"kind": "report", "metrics": metrics[0] if metrics else {}}
+        event["checkpoint"] = checkpoint.path if checkpoint is not None else None
+        self.queue.actor.put_nowait.remote(event)  # fire and forget: never block the controller
+
+    def after_exception(self, run_context, worker_exceptions: dict[int, Exception]) -> None:
+        ranks = sorted(worker_exceptions)
+        error = repr(worker_exceptions[ranks[0]])[:300] if ranks else ""
+        self.queue.actor.put_nowait.remote({"kind": "failure", "ranks": ranks, "error": error})
+
+
+@dataclass
+class History:
+    """What the driver saw: per-step train and held-out losses, checkpoints, failures."""
+
+    loss: dict[int, float] = field(default_factory=dict)
+    eval_loss: dict[int, float] = field(default_factory=dict)
+    checkpoints: list[str] = field(default_factory=list)
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    resumed_from: list[int] = field(default_factory=list)
+    last: dict[str, Any] = field(default_factory=dict)
+
+
+def progress_line(stage: str, m: dict[str, Any], checkpoint: str | None) -> str:
+    parts = [f"[{stage}] step {m.get('step', 0)}/{m.get('max_steps', '?')}"]
+    if "loss" in m:
+        parts.append(f"loss {m['loss']:.4f} lb {m['load_balance_loss']:.4f} lr {m['lr']:.2e}")
+        parts.append(f"{m['tokens_per_s']:.0f} tok/s")
+    if "eval_loss" in m:
+        parts.append(f"eval {m['eval_loss']:.4f}")
+    if checkpoint:
+        parts.append(f"ckpt {checkpoint.rstrip('/').rsplit('/', 1)[-1]}")
+    return " | ".join(parts)
+
+
+class Progress:
+    """Drains the queue on a thread while ``trainer.fit()`` runs."""
+
+    def __init__(
+        self,
+        stage: str,
+        queue,
+        *,
+        wandb_run=None,
+        log: Callable[[str], None] = print,
+        on_event: Callable[[dict], None] | None = None,
+    ) -> None:
+        self.stage, self.queue, self.wandb_run, self.log = stage, queue, wandb_run, log
+        self.on_event = on_event
+        self.history = History()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"{stage}-progress", daemon=True)
+
+    def __enter__(self) -> Progress:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._drain(block=False)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._drain(block=True)
+
+    def _drain(self, *, block: bool) -> None:
+        from ray.util.queue import Empty
+
+        while True:
+            try:
+                event = (
+                    self.queue.get(block=block, timeout=0.2) if block else self.queue.get_nowait()
+                )
+            except Empty:
+                return
+            self.handle(event)
+
+    def handle(self, event: dict[str, Any]) -> None:
+        h = self.history
+        if event["kind"] == "failure":
+            h.failures.append(event)
+            self.log(f"[{self.stage}] worker failure on ranks {event['ranks']}: {event['error']}")
+        else:
+            m = event["metrics"]
+            step = int(m.get("step", 0))
+            if m.get("resumed_from_step") and m["resumed_from_step"] not in h.resumed_from:
+                h.resumed_from.append(int(m["resumed_from_step"]))
+            if "loss" in m:
+                h.loss[step] = float(m["loss"])
+            if "eval_loss" in m:
+                h.eval_loss[step] = float(m["eval_loss"])
+            if event["checkpoint"]:
+                h.checkpoints.append(event["checkpoint"])
+            h.last = m
+            self.log(progress_line(self.stage, m, event["checkpoint"]))
+            if self.wandb_run is not None:
+                self.wandb_run.log(
+                    {k: v for k, v in m.items() if isinstance(v, int | float)}, step=step
+                )
+        if self.on_event is not None:
+            self.on_event(event)

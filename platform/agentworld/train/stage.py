@@ -1,0 +1,130 @@
+"""The driver of a CPT or SFT run: check, train on Ray Train, export, write the
+manifest. A finished run does nothing on rerun; a restarted one resumes from the
+newest checkpoint under ``<out>/checkpoints``."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from agentworld.train.job import DataPlan, TrainJob
+
+
+@contextlib.contextmanager
+def wandb_run(job: TrainJob, plan: DataPlan) -> Iterator[Any]:
+    """A wandb run with the full configuration (offline unless the recipe says
+    otherwise); its files end up under ``<out>/wandb``."""
+    from agentworld.io import join
+    from agentworld.io.storage import copy_local_dir_to
+
+    train = job.recipe.train
+    if train.wandb_mode == "disabled":
+        yield None
+        return
+    import wandb
+
+    local = "://" not in job.out or job.out.startswith("file://")
+    directory = (
+        os.path.join(job.out.removeprefix("file://"), "wandb") if local else tempfile.mkdtemp()
+    )
+    os.makedirs(directory, exist_ok=True)
+    config = {"stage": job.stage, "data": job.data, "out": job.out, "init": plan.source.init_url}
+    config.update(
+        recipe=dataclasses.asdict(job.recipe), train_rows=plan.train_rows, eval_rows=plan.eval_rows
+    )
+    run = wandb.init(
+        project=train.wandb_project,
+        name=f"{job.stage}-{job.recipe.name}",
+        mode=train.wandb_mode,
+        dir=directory,
+        config=config,
+        reinit="create_new",
+    )
+    try:
+        yield run
+    finally:
+        run.finish()
+        if not local:
+            copy_local_dir_to(directory, join(job.out, "wandb"))
+
+
+def _fit(job: TrainJob, plan: DataPlan, log, on_event):
+    import ray
+    from ray.util.queue import Queue
+
+    from agentworld.io import join
+    from agentworld.train.placement import build_trainer, read_held_out, read_packed, storage_env
+    from agentworld.train.progress import ForwardReports, Progress
+    from agentworld.train.worker import WorkerSpec, train_loop_per_worker
+
+    spec = WorkerSpec(
+        stage=job.stage,
+        recipe=job.recipe,
+        source=plan.source,
+        hf_url=join(job.out, "hf"),
+        rows_per_worker=plan.train_rows // job.recipe.cluster.num_workers,
+        env=storage_env(),
+    )
+    queue = Queue(actor_options={"num_cpus": 0})
+    trainer = build_trainer(
+        train_loop_per_worker,
+        spec,
+        train_data=read_packed(plan.train_url),
+        held_out=ray.put(read_held_out(plan.eval_url)),
+        out_url=job.out,
+        callbacks=[ForwardReports(queue)],
+    )
+    with (
+        wandb_run(job, plan) as run,
+        Progress(job.stage, queue, wandb_run=run, log=log, on_event=on_event) as progress,
+    ):
+        result = trainer.fit()
+    return result, progress.history
+
+
+def run_stage(
+    job: TrainJob,
+    *,
+    log: Callable[[str], None] = print,
+    on_event: Callable[[dict], None] | None = None,
+) -> dict[str, Any]:
+    """Run (or resume, or skip) the stage; returns its manifest. Needs a Ray cluster
+    (``ray.init()`` first). ``on_event`` sees every report and failure as it arrives."""
+    from agentworld.io import is_complete, join, read_manifest, write_manifest
+    from agentworld.train.job import plan as make_plan
+    from agentworld.train.placement import check_resources
+
+    if is_complete(job.out):
+        log(f"[{job.stage}] {job.out} is complete; nothing to do")
+        return read_manifest(job.out)
+    plan = make_plan(job)
+    check_resources(job.recipe.cluster)
+    result, history = _fit(job, plan, log, on_event)
+    metrics = result.metrics or history.last
+    counts = {
+        "steps": int(metrics.get("step", 0)),
+        "train_rows": plan.train_rows,
+        "eval_rows": plan.eval_rows,
+        "loss": history.loss,
+        "eval_loss": history.eval_loss,
+        "worker_failures": len(history.failures),
+        "resumed_from_steps": history.resumed_from,
+        "expert_placement": metrics.get("placement", []),
+    }
+    return write_manifest(
+        job.out,
+        stage=job.stage,
+        inputs={"data": job.data, "init": plan.source.init_url},
+        config=job.recipe,
+        counts=counts,
+        outputs={
+            "hf": join(job.out, "hf"),
+            "checkpoints": join(job.out, "checkpoints"),
+            "latest_checkpoint": result.checkpoint.path if result.checkpoint else None,
+            "wandb": join(job.out, "wandb"),
+        },
+    )

@@ -1,0 +1,167 @@
+"""``train_loop_per_worker``: what each Ray Train worker runs. It reads only its
+config (a WorkerSpec): builds the model and the DeepSpeed engine, resumes from the
+newest checkpoint, takes the planned optimizer steps on its stream of packed rows,
+evaluates on the held-out rows, checkpoints, reports, and finally joins the HF export."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentworld.recipes.config import Recipe
+from agentworld.train.batch import PackedBatch, collate
+from agentworld.train.engine import ModelSource
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkerSpec:
+    """Everything a worker needs; built by the driver, shipped in train_loop_config."""
+
+    stage: str
+    recipe: Recipe
+    source: ModelSource
+    hf_url: str
+    """Where rank 0 writes the final HF export."""
+    rows_per_worker: int
+    """Packed training rows each worker gets per epoch (Ray Data's equal split)."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Storage settings (AWS_*) from the driver, set in the workers' environment."""
+
+
+def _all_reduce_sum(values: list[float]) -> list[float]:
+    import torch
+    import torch.distributed as dist
+
+    t = torch.tensor(values, dtype=torch.float64)
+    dist.all_reduce(t)
+    return t.tolist()
+
+
+def _all_gather_object(obj: Any) -> list[Any]:
+    import torch.distributed as dist
+
+    out: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def micro_batches(shard, spec: WorkerSpec, *, skip: int) -> Iterator[PackedBatch]:
+    """Endless micro-batches over epochs of this worker's shard, after skipping ``skip``
+    micro-batches (what the steps before a resume consumed). The order is the same on
+    every pass (preserve_order), which is what makes a resumed run repeat the original."""
+    micro = spec.recipe.train.micro_batch_size
+    offset = skip % (spec.rows_per_worker // micro)  # whole epochs are skipped unread
+    while True:
+        for i, rows in enumerate(
+            shard.iter_batches(batch_size=micro, batch_format="numpy", drop_last=True)
+        ):
+            if i >= offset:
+                yield collate(rows)
+        offset = 0
+
+
+def _losses(engine, batch: PackedBatch, recipe: Recipe):
+    from agentworld.train.loss import forward_losses
+
+    config = engine.module.config
+    return forward_losses(
+        engine,
+        batch,
+        aux_coef=recipe.model.router_aux_loss_coef,
+        num_experts=config.num_experts,
+        top_k=config.num_experts_per_tok,
+    )
+
+
+def train_step(engine, batches: Iterator[PackedBatch], recipe: Recipe) -> dict[str, float]:
+    """One optimizer step: grad_accum_steps micro-batches (DeepSpeed steps the
+    optimizer and the schedule at the accumulation boundary). Metrics are global."""
+    start = time.perf_counter()
+    lm = lb = tokens = 0.0
+    accum = recipe.train.grad_accum_steps
+    for _ in range(accum):
+        batch = next(batches)
+        losses = _losses(engine, batch, recipe)
+        engine.backward(losses.total)
+        engine.step()
+        lm, lb = lm + float(losses.lm.detach()), lb + float(losses.load_balance.detach())
+        tokens += batch.num_tokens
+    lm, lb, tokens = _all_reduce_sum([lm, lb, tokens])
+    world = engine.world_size
+    seconds = time.perf_counter() - start
+    return {
+        "loss": lm / (accum * world),
+        "load_balance_loss": lb / (accum * world),
+        "lr": float(engine.get_lr()[0]),
+        "grad_norm": float(engine.get_global_grad_norm() or 0.0),
+        "tokens": int(tokens),
+        "tokens_per_s": tokens / seconds,
+    }
+
+
+def held_out_batches(table, recipe: Recipe) -> list[dict[str, list]]:
+    """The held-out rows (a pyarrow Table the driver read once) as micro-batches."""
+    micro = recipe.train.micro_batch_size
+    return [table.slice(i, micro).to_pydict() for i in range(0, table.num_rows, micro)]
+
+
+def evaluate(engine, batches: list[Any], recipe: Recipe, rank: int, world: int) -> float:
+    """Token-mean held-out loss. Every rank holds all held-out batches and takes batch i
+    when i % world == rank; a rank left without a batch in the last round runs a
+    zero-weight one, because expert-parallel (and ZeRO-3) forwards are collective."""
+    import torch
+
+    total = count = 0.0
+    engine.eval()
+    with torch.no_grad():
+        for first in range(0, len(batches), world):
+            group = batches[first : first + world]
+            batch = collate(group[rank] if rank < len(group) else group[0])
+            losses = _losses(engine, batch, recipe)
+            if rank < len(group):
+                total += float(losses.lm) * losses.num_targets
+                count += losses.num_targets
+    engine.train()
+    total, count = _all_reduce_sum([total, count])
+    return total / max(count, 1.0)
+
+
+def train_loop_per_worker(config: dict[str, Any]) -> None:
+    import ray
+    import ray.train
+    import torch
+
+    from agentworld.train.checkpoint import restore, save_and_report
+    from agentworld.train.engine import build_engine, build_model, expert_placement
+    from agentworld.train.export import export_hf
+
+    spec: WorkerSpec = config["spec"]
+    recipe, train = spec.recipe, spec.recipe.train
+    context = ray.train.get_context()
+    rank, world = context.get_world_rank(), context.get_world_size()
+    torch.manual_seed(train.seed)
+    model, tokenizer = build_model(recipe, spec.source)
+    engine = build_engine(model, recipe, world)
+    start = restore(engine)
+    info = {"stage": spec.stage, "resumed_from_step": start, "max_steps": train.max_steps}
+    info["placement"] = _all_gather_object(expert_placement(engine.module))
+    batches = micro_batches(
+        ray.train.get_dataset_shard("train"), spec, skip=start * train.grad_accum_steps
+    )
+    held_out = held_out_batches(ray.get(config["held_out"]), recipe)
+    if start == 0:
+        ray.train.report(
+            {**info, "step": 0, "eval_loss": evaluate(engine, held_out, recipe, rank, world)}
+        )
+    for step in range(start + 1, train.max_steps + 1):
+        metrics = {**info, "step": step, **train_step(engine, batches, recipe)}
+        last = step == train.max_steps
+        if last or step % train.eval_every == 0:
+            metrics["eval_loss"] = evaluate(engine, held_out, recipe, rank, world)
+        if last or step % train.checkpoint_every == 0:
+            save_and_report(engine, step, metrics)
+        elif step % train.log_every == 0:
+            ray.train.report(metrics)
+    export_hf(engine.module, tokenizer, spec.hf_url, rank=rank)

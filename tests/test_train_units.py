@@ -1,0 +1,224 @@
+"""The parts of CPT/SFT that need no Ray: packed-row attention, the loss, the schedule,
+the DeepSpeed configuration a recipe produces, and the checks that reject a bad recipe
+or a bad input before any worker starts."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from agentworld.recipes import (
+    ClusterConfig,
+    ConfigError,
+    ModelConfig,
+    TrainConfig,
+    debug_cpu,
+    qwen35_a3b,
+)
+from agentworld.train.batch import collate
+from agentworld.train.job import TrainJob, plan
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _row(docs: list[list[int]], seq_len: int, pad: int = 0) -> dict:
+    ids = [t for d in docs for t in d]
+    tail = seq_len - len(ids)
+    return {
+        "input_ids": [ids + [pad] * tail],
+        "loss_mask": [[1] * len(ids) + [0] * tail],
+        "position_ids": [[p for d in docs for p in range(len(d))] + [0] * tail],
+        "doc_lens": [[len(d) for d in docs]],
+    }
+
+
+def test_packed_documents_never_attend_to_each_other(tiny_checkpoint):
+    """The second document of a packed row gets exactly the logits it gets alone."""
+    import torch
+
+    from agentworld.model import load_model
+
+    model = load_model(tiny_checkpoint, dtype=torch.float32).eval()
+    rng = np.random.default_rng(0)
+    vocab = model.config.vocab_size
+    first, second = rng.integers(10, vocab, 9).tolist(), rng.integers(10, vocab, 6).tolist()
+    batch = collate(_row([first, second], 20))
+    with torch.no_grad():
+        # use_cache=False as in training: with a KV cache transformers reads no
+        # document boundaries from the position ids.
+        packed = model(input_ids=batch.input_ids, position_ids=batch.position_ids, use_cache=False)
+        alone = model(input_ids=torch.tensor([second]), use_cache=False).logits[0]
+        unpacked = model(input_ids=batch.input_ids, use_cache=False).logits[0]
+        packed = packed.logits[0]
+    torch.testing.assert_close(packed[9:15], alone, atol=1e-5, rtol=1e-5)
+    assert (unpacked[9:15] - alone).abs().max() > 1e-2  # without the positions it would leak
+
+
+def test_collate_checks_positions_against_doc_lens():
+    row = _row([[5, 6, 7], [8, 9]], 8)
+    row["position_ids"] = [[0, 1, 2, 3, 4, 0, 0, 0]]  # no restart where doc_lens says
+    with pytest.raises(ValueError, match="row 0: position_ids"):
+        collate(row)
+    row = _row([[5, 6, 7], [8, 9]], 8)
+    row["doc_lens"] = [[3, 9]]
+    with pytest.raises(ValueError, match="row 0: doc_lens"):
+        collate(row)
+
+
+def test_loss_targets_skip_document_starts_pad_and_unmasked_tokens():
+    import torch
+
+    from agentworld.train.loss import lm_loss
+
+    row = _row([[5, 6, 7], [8, 9]], 8)
+    row["loss_mask"] = [[0, 1, 1, 1, 1, 0, 0, 0]]
+    batch = collate(row)
+    # position t predicts t+1: targets 6, 7 (doc 1) and 9 (doc 2); 8 starts a document
+    assert batch.target_mask().tolist() == [[True, True, False, True, False, False, False]]
+    logits = torch.zeros(1, 8, 16)
+    loss, n = lm_loss(logits, batch)
+    assert n == 3 and loss.item() == pytest.approx(np.log(16), rel=1e-6)
+
+
+def test_warmup_then_cosine_schedule():
+    from agentworld.train.loss import warmup_cosine
+
+    lr = [warmup_cosine(s, warmup_steps=4, max_steps=20, min_lr_ratio=0.1) for s in range(20)]
+    assert lr[:4] == [0.25, 0.5, 0.75, 1.0] and lr[4] == 1.0
+    assert all(a >= b for a, b in zip(lr[4:], lr[5:], strict=False))
+    assert lr[-1] == pytest.approx(0.1)
+
+
+def test_deepspeed_config_follows_the_recipe():
+    from agentworld.train.ds_config import deepspeed_config
+
+    cpu = debug_cpu()
+    cfg = deepspeed_config(cpu.train, cpu.cluster, 2)
+    assert cfg["zero_optimization"]["stage"] == 2 and not cfg["bf16"]["enabled"]
+    assert cfg["expert_parallel"] == {
+        "enabled": True,
+        "autoep_size": 2,
+        "preset_model": "qwen3_moe",
+        "use_grouped_mm": False,
+    }
+    big = qwen35_a3b()
+    cfg = deepspeed_config(big.train, big.cluster, big.cluster.num_workers)
+    assert cfg["zero_optimization"]["stage"] == 3 and cfg["bf16"]["enabled"]
+    assert cfg["expert_parallel"]["autoep_size"] == 8
+    assert cfg["train_batch_size"] == 1 * 4 * 64
+    assert big.model.num_experts % big.train.expert_parallel_size == 0
+
+
+@pytest.mark.parametrize(
+    "change, field, message",
+    [
+        ({"model": ModelConfig(num_experts=3)}, "train.expert_parallel_size", "not divisible"),
+        ({"cluster": ClusterConfig(num_workers=3)}, "train.expert_parallel_size", "world size"),
+        ({"train": TrainConfig(precision="bf16")}, "train.precision", "GPUs"),
+        (
+            {"train": TrainConfig(attn_implementation="flash_attention_2")},
+            "train.attn_implementation",
+            "GPUs",
+        ),
+    ],
+)
+def test_bad_recipes_name_the_field(change, field, message):
+    with pytest.raises(ConfigError, match=message) as err:
+        dataclasses.replace(debug_cpu(), **change)
+    assert err.value.field == field
+    with pytest.raises(ConfigError, match="train.max_failures"):
+        TrainConfig(max_failures=-1)
+
+
+def _job_main(name: str):
+    spec = importlib.util.spec_from_file_location(f"{name}_job", ROOT / "jobs" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.main
+
+
+def test_jobs_reject_bad_input_before_ray_starts(tmp_path, capsys):
+    import ray
+
+    cpt, sft = _job_main("cpt"), _job_main("sft")
+    started = ray.is_initialized()
+    assert cpt(["--out", str(tmp_path / "o")]) == 2
+    assert "data: required" in capsys.readouterr().err
+    assert sft(["--data", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
+    assert "init: SFT starts from a CPT export" in capsys.readouterr().err
+    args = [
+        "--data",
+        str(tmp_path),
+        "--out",
+        str(tmp_path / "o"),
+        "--train",
+        "expert_parallel_size=3",
+    ]
+    assert cpt(args) == 2
+    assert "train.expert_parallel_size" in capsys.readouterr().err
+    assert cpt(["--data", str(tmp_path), "--out", str(tmp_path / "o"), "--train", "nope=1"]) == 2
+    assert "train.nope" in capsys.readouterr().err
+    assert ray.is_initialized() == started  # nothing was started
+    assert not os.path.exists(tmp_path / "o")
+
+
+def test_plan_rejects_missing_data_and_mismatched_inputs(tmp_path, tiny_checkpoint):
+    from tests.test_train import short_recipe, write_packed
+
+    recipe = short_recipe()
+    empty = TrainJob(
+        stage="cpt", data=str(tmp_path / "nothing"), out=str(tmp_path / "o"), recipe=recipe
+    )
+    with pytest.raises(ConfigError, match="no packed Parquet shards") as err:
+        plan(empty)
+    assert err.value.field == "data"
+
+    from agentworld.model import load_tokenizer
+    from tests.helpers import sample_trajectories
+
+    data = write_packed(
+        str(tmp_path / "data"), sample_trajectories(10), load_tokenizer(tiny_checkpoint)
+    )
+    long_rows = dataclasses.replace(recipe, train=dataclasses.replace(recipe.train, seq_len=512))
+    with pytest.raises(ConfigError) as err:
+        plan(TrainJob(stage="cpt", data=data, out=str(tmp_path / "o"), recipe=long_rows))
+    assert err.value.field == "train.seq_len"
+    big_batch = dataclasses.replace(
+        recipe, train=dataclasses.replace(recipe.train, micro_batch_size=64)
+    )
+    with pytest.raises(ConfigError) as err:
+        plan(TrainJob(stage="cpt", data=data, out=str(tmp_path / "o"), recipe=big_batch))
+    assert err.value.field == "train.micro_batch_size"
+    with pytest.raises(ConfigError) as err:  # the init checkpoint has 4 experts, not 8-divisible
+        job = TrainJob(
+            stage="sft", data=data, out=str(tmp_path / "o"), init=tiny_checkpoint, recipe=recipe
+        )
+        wide = dataclasses.replace(
+            recipe,
+            model=ModelConfig(num_experts=8),
+            cluster=dataclasses.replace(recipe.cluster, num_workers=8),
+            train=dataclasses.replace(recipe.train, expert_parallel_size=8),
+        )
+        plan(dataclasses.replace(job, recipe=wide))
+    assert err.value.field == "train.expert_parallel_size"
+    ok = plan(
+        TrainJob(
+            stage="sft", data=data, out=str(tmp_path / "o"), init=tiny_checkpoint, recipe=recipe
+        )
+    )
+    assert ok.source.init_url == tiny_checkpoint and ok.train_rows > 0 and ok.eval_rows > 0
+
+
+def test_cluster_too_small_fails_before_any_worker(ray_cluster):
+    from agentworld.train.placement import check_resources
+
+    big = dataclasses.replace(debug_cpu().cluster, num_workers=8)
+    with pytest.raises(ConfigError) as err:
+        check_resources(big)
+    assert err.value.field == "cluster.num_workers" and "need 9 CPUs" in str(err.value)
+    check_resources(debug_cpu().cluster)  # 2 workers + 1 fit the 4-CPU test cluster
