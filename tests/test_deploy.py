@@ -16,7 +16,7 @@ from agentworld.deploy.validate import overlay_dirs, validate
 
 ROOT = Path(__file__).resolve().parents[1]
 CRDS = default_crd_dir(ROOT)
-STAGES_DEPLOYED = {"collect", "prepare", "evaluate"}
+STAGES_DEPLOYED = {"collect", "prepare", "cpt", "sft", "evaluate"}
 
 
 @pytest.fixture
@@ -334,3 +334,18 @@ def test_sync_serve_copies_the_serve_file(tree):
         )["applications"][0]["args"]["engine"]["num_replicas"]
         == 3
     )
+
+
+def test_training_recipe_must_fit_its_gang(tree):
+    def half_the_gang(docs):
+        docs[0]["spec"]["rayClusterSpec"]["workerGroupSpecs"][0].update(
+            replicas=4, minReplicas=4, maxReplicas=4
+        )
+
+    edit(tree / "k8s/base/jobs/rayjob-cpt.yaml", half_the_gang)
+    found = find(
+        problems_of(tree),
+        "k8s/overlays/gpu/jobs RayJob/agentworld-cpt",
+        "spec.rayClusterSpec.workerGroupSpecs: 64 Ray Train workers (recipe.cluster) need 64 GPUs; the worker groups offer at most 32",
+    )
+    assert len(found) == 1
