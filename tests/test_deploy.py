@@ -46,6 +46,11 @@ def find(problems: list[str], *fragments: str) -> list[str]:
     return [p for p in problems if all(f in p for f in fragments)]
 
 
+def exactly_one(problems: list[str], *fragments: str) -> None:
+    found = find(problems, *fragments)
+    assert len(found) == 1, found
+
+
 def cluster(docs: list) -> dict:
     return docs[0]["spec"]
 
@@ -143,12 +148,11 @@ def test_entrypoint_naming_a_missing_recipe_is_named(tree):
         docs[0][0]["value"] = "python jobs/demo.py --recipe no_such_recipe --out /data/runs/demo"
 
     edit(tree / "k8s/overlays/cpu/jobs/collect.yaml", use_missing_recipe)
-    found = find(
+    exactly_one(
         problems_of(tree),
         "k8s/overlays/cpu/jobs RayJob/agentworld-collect",
         "spec.entrypoint: recipe 'no_such_recipe' does not exist (known: ",
     )
-    assert len(found) == 1
 
 
 def test_entrypoint_naming_a_missing_job_or_bad_argument_is_named(tree):
@@ -261,12 +265,11 @@ def test_stage_must_fit_its_cluster(tree):
         docs[0][0]["value"] += " --replicas 8"
 
     edit(tree / "k8s/overlays/cpu/jobs/evaluate.yaml", many_engines)
-    found = find(
+    exactly_one(
         problems_of(tree),
         "k8s/overlays/cpu/jobs RayJob/agentworld-evaluate",
         "spec.rayClusterSpec.workerGroupSpecs: 8 vLLM engines (recipe.evaluate.infer.vllm) need 8.0 CPUs; the worker groups offer at most 4",
     )
-    assert len(found) == 1
 
 
 def _serve_config(docs: list) -> dict:
@@ -343,9 +346,8 @@ def test_training_recipe_must_fit_its_gang(tree):
         )
 
     edit(tree / "k8s/base/jobs/rayjob-cpt.yaml", half_the_gang)
-    found = find(
+    exactly_one(
         problems_of(tree),
         "k8s/overlays/gpu/jobs RayJob/agentworld-cpt",
         "spec.rayClusterSpec.workerGroupSpecs: 64 Ray Train workers (recipe.cluster) need 64 GPUs; the worker groups offer at most 32",
     )
-    assert len(found) == 1
