@@ -93,6 +93,10 @@ class DataConfig:
     """SFT samples longer than the sequence: ``left`` drops the oldest turns and keeps
     the environment text (dropping the sample when even that does not fit); ``drop``
     drops the sample. Either way the reason is counted in the report."""
+    cpt_split_min: int = 32
+    """A CPT document that fits no packed row may be cut to fill the row with the most
+    free space when at least this many tokens fit there (each piece its own document);
+    0 never cuts. SFT samples are never cut."""
     pack_window: int = 16384
     """Samples packed together by best-fit-decreasing (one packing group, one shard)."""
     rows_per_shard: int = 50_000
@@ -124,6 +128,8 @@ class DataConfig:
         _check_fraction("decontam_threshold", self.decontam_threshold, low_open=True)
         _check_fraction("eval_fraction", self.eval_fraction)
         _check_fraction("lsh_recall_weight", self.lsh_recall_weight)
+        if self.cpt_split_min < 0:
+            raise _error("cpt_split_min", f"must be >= 0, got {self.cpt_split_min}")
         if self.min_eval_trajectories < 0:
             raise _error("min_eval_trajectories", f"must be >= 0, got {self.min_eval_trajectories}")
         self._check_lsh()

@@ -94,7 +94,8 @@ def ingest_dataset(
     ranges = plan_ranges(inputs, split_bytes=cfg.split_bytes, storage_options=storage_options)
     if not ranges:
         raise FileNotFoundError(f"no shards (.jsonl, .jsonl.gz, .parquet) under {inputs}")
-    ds = ray.data.read_datasource(make_datasource(ranges, reader_spec(cfg, storage_options)))
+    source = make_datasource(ranges, reader_spec(cfg, storage_options))
+    ds = ray.data.read_datasource(source, override_num_blocks=len(ranges))
     holder = broadcast(index) if index is not None and not index.empty else None
     return ds.map_batches(
         _featurize_block,

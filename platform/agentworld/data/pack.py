@@ -5,6 +5,11 @@ Each packed row carries ``position_ids`` that restart at 0 at every document and
 ``doc_lens``, from which a trainer builds a block-diagonal (per-document) causal mask:
 attention never crosses documents. Packing is deterministic: documents are sorted by
 (length desc, key) and the rows are shuffled with a seed derived from the group.
+
+SFT samples are never cut. CPT documents may be (``split_min`` > 0): a document that
+fits no open row fills the row with the most free space, if at least ``split_min``
+tokens fit there, and its remainder is placed the same way. Each piece is its own
+document in its row, and the first token of a piece is not a target.
 """
 
 from __future__ import annotations
@@ -20,27 +25,42 @@ PACKED_SCHEMA = pa.schema(
         ("doc_lens", pa.list_(pa.int32())),
     ]
 )
+Piece = tuple[int, int, int]  # (document index, start, end)
 
 
-def best_fit_decreasing(lengths: list[int], keys: list[str], capacity: int) -> list[list[int]]:
-    """Bins (lists of document indices); each document goes to the fullest bin it
-    fits in, longest documents first. Every length must be <= capacity."""
+def best_fit_decreasing(
+    lengths: list[int], keys: list[str], capacity: int, *, split_min: int = 0
+) -> list[list[Piece]]:
+    """Rows as lists of document pieces; each document goes to the fullest row it fits
+    in, longest documents first (cut to fill a row only when ``split_min`` allows)."""
     order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], keys[i]))
-    bins: list[list[int]] = []
-    free = np.empty(0, dtype=np.int64)  # free space per bin
+    bins: list[list[Piece]] = []
+    free: list[int] = []  # free space per row
     for i in order:
-        n = lengths[i]
-        if n > capacity:
+        start, n = 0, lengths[i]
+        if n > capacity and not split_min:
             raise ValueError(f"document {keys[i]!r} has {n} tokens, more than {capacity}")
-        fits = np.flatnonzero(free >= n)
-        if fits.size:
-            b = int(fits[np.argmin(free[fits])])
-            bins[b].append(i)
-            free[b] -= n
-        else:
-            bins.append([i])
-            free = np.append(free, capacity - n)
+        while start < n:
+            b, take = _place(free, n - start, capacity, split_min)
+            if b == len(bins):
+                bins.append([])
+                free.append(capacity)
+            bins[b].append((i, start, start + take))
+            free[b] -= take
+            start += take
     return bins
+
+
+def _place(free: list[int], rest: int, capacity: int, split_min: int) -> tuple[int, int]:
+    """(row, tokens to put there) for the rest of a document; row == len(free) opens one."""
+    room = np.asarray(free, dtype=np.int64)
+    fits = np.flatnonzero(room >= rest)
+    if fits.size:
+        return int(fits[np.argmin(room[fits])]), rest
+    if split_min and room.size and room.max() >= split_min:
+        b = int(np.argmax(room))
+        return b, int(room[b])
+    return len(free), min(rest, capacity)
 
 
 def pack_documents(
@@ -51,27 +71,28 @@ def pack_documents(
     seq_len: int,
     pad_id: int,
     seed: int,
+    split_min: int = 0,
 ) -> pa.Table:
-    """Rows of PACKED_SCHEMA holding every document exactly once."""
-    bins = best_fit_decreasing([t.size for t in tokens], keys, seq_len)
+    """Rows of PACKED_SCHEMA holding every token of every document exactly once."""
+    bins = best_fit_decreasing([t.size for t in tokens], keys, seq_len, split_min=split_min)
     order = np.random.Generator(np.random.PCG64(seed)).permutation(len(bins))
     cols: dict[str, list] = {name: [] for name in PACKED_SCHEMA.names}
     for b in order:
-        docs = bins[b]
         ids = np.full(seq_len, pad_id, dtype=np.int32)
         mask = np.zeros(seq_len, dtype=np.int8)
         pos = np.zeros(seq_len, dtype=np.int32)
         at = 0
-        for i in docs:
-            n = tokens[i].size
-            ids[at : at + n] = tokens[i]
-            mask[at : at + n] = masks[i]
+        for i, start, end in bins[b]:
+            n = end - start
+            ids[at : at + n] = tokens[i][start:end]
+            mask[at : at + n] = masks[i][start:end]
+            mask[at] = 0 if start else mask[at]  # a continued piece starts a new document
             pos[at : at + n] = np.arange(n, dtype=np.int32)
             at += n
         cols["input_ids"].append(ids)
         cols["loss_mask"].append(mask)
         cols["position_ids"].append(pos)
-        cols["doc_lens"].append(np.array([tokens[i].size for i in docs], dtype=np.int32))
+        cols["doc_lens"].append(np.array([e - s for _, s, e in bins[b]], dtype=np.int32))
     return pa.table({name: _list_array(cols[name], name) for name in cols}, schema=PACKED_SCHEMA)
 
 

@@ -61,48 +61,41 @@ def pack_group(
     seq_len: int,
     pad_id: int,
     seed: int,
+    cpt_split_min: int,
     storage_options: dict[str, Any],
 ) -> pa.Table:
-    from agentworld.io import exists, join, write_parquet
+    """Pack one group into its shard (or keep the shard a killed run already wrote)."""
+    from agentworld.io import exists, join, read_parquet, write_parquet
 
     name = group.column("shard")[0].as_py()
+    kind = group.column("kind")[0].as_py()
     url = join(base_url, name)
-    tokens = [np.asarray(t.values) for t in group.column("tokens")]
-    masks = [np.asarray(m.values) for m in group.column("mask")]
-    packed = None
-    if not exists(url, **storage_options):
+    if exists(url, **storage_options):
+        packed = read_parquet(url, **storage_options)
+    else:
         packed = pack_documents(
-            tokens,
-            masks,
+            [np.asarray(t.values) for t in group.column("tokens")],
+            [np.asarray(m.values) for m in group.column("mask")],
             group.column("key").to_pylist(),
             seq_len=seq_len,
             pad_id=pad_id,
             seed=(seed ^ hash64(name)) & 0xFFFFFFFF,
+            split_min=cpt_split_min if kind == "cpt" else 0,
         )
         write_parquet(url, packed, **storage_options)
-    rows = packed.num_rows if packed is not None else _rows_of(url, storage_options)
+    doc_lens = pc.list_flatten(packed.column("doc_lens"))
     return pa.table(
         {
             "shard": [name],
-            "kind": [group.column("kind")[0].as_py()],
+            "kind": [kind],
             "split": [group.column("split")[0].as_py()],
-            "rows": [rows],
+            "rows": [packed.num_rows],
             "docs": [group.num_rows],
-            "tokens": [int(sum(t.size for t in tokens))],
-            "targets": [int(sum(int(m.sum()) for m in masks))],
+            "tokens": [pc.sum(doc_lens).as_py() or 0],
+            "targets": [pc.sum(pc.list_flatten(packed.column("loss_mask"))).as_py() or 0],
         },
         schema=PACK_STATS,
     )
-
-
-def _rows_of(url: str, storage_options: dict[str, Any]) -> int:
-    import pyarrow.parquet as pq
-
-    from agentworld.io import get_fs
-
-    fs, path = get_fs(url, **storage_options)
-    with fs.open(path, "rb") as f:
-        return pq.ParquetFile(f).metadata.num_rows
 
 
 def pack_samples(
@@ -114,6 +107,7 @@ def pack_samples(
     pad_id: int,
     pack_window: int,
     seed: int,
+    cpt_split_min: int,
     storage_options: dict[str, Any],
 ) -> pa.Table:
     """Pack every non-dropped sample; PACK_STATS per shard."""
@@ -131,6 +125,7 @@ def pack_samples(
             "seq_len": seq_len,
             "pad_id": pad_id,
             "seed": seed,
+            "cpt_split_min": cpt_split_min,
             "storage_options": storage_options,
         },
     )

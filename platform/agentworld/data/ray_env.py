@@ -38,16 +38,6 @@ def storage_options_for(url: str) -> dict[str, Any]:
     return opts
 
 
-def arrow_fs(url: str, storage_options: dict[str, Any]) -> tuple[Any, str]:
-    """(pyarrow filesystem, path) for Ray Data's Parquet reads and writes."""
-    import pyarrow.fs as pafs
-
-    from agentworld.io import get_fs
-
-    fs, path = get_fs(url, **storage_options)
-    return pafs.PyFileSystem(pafs.FSSpecHandler(fs)), path
-
-
 @contextlib.contextmanager
 def data_context(cfg: DataConfig) -> Iterator[None]:
     """Ray Data settings for one prepare run, restored afterwards (tests share a
@@ -55,18 +45,27 @@ def data_context(cfg: DataConfig) -> Iterator[None]:
     from ray.data import DataContext, ExecutionResources
 
     ctx = DataContext.get_current()
-    saved = (ctx.shuffle_strategy, ctx.execution_options.resource_limits, ctx.enable_progress_bars)
+    saved = (
+        ctx.shuffle_strategy,
+        ctx.execution_options.resource_limits,
+        ctx.enable_progress_bars,
+        ctx.read_op_min_num_blocks,
+    )
     # Sort-based shuffles run as plain tasks; the hash shuffle starts aggregator actors
     # per operation, which costs seconds each on a small cluster.
     ctx.shuffle_strategy = "sort_shuffle_pull_based"
     ctx.execution_options.resource_limits = ExecutionResources(cpu=cfg.num_workers)
     ctx.enable_progress_bars = cfg.progress_bars
+    # Reads make one block per task (a file or byte range, split by block_records), not
+    # the default 200: every block multiplies the pieces of each later shuffle.
+    ctx.read_op_min_num_blocks = 1
     try:
         yield
     finally:
         ctx.shuffle_strategy = saved[0]
         ctx.execution_options.resource_limits = saved[1]
         ctx.enable_progress_bars = saved[2]
+        ctx.read_op_min_num_blocks = saved[3]
 
 
 def broadcast(value: Any) -> dict[str, Any]:
@@ -91,14 +90,75 @@ def fetch(holder: dict[str, Any] | None) -> Any:
     return _BROADCAST_CACHE[key]
 
 
+def staging_files(url: str, storage_options: dict[str, Any]) -> list[str]:
+    from agentworld.io import exists, list_shards
+
+    if not exists(url, **storage_options):
+        return []
+    return list_shards(url, suffixes=(".parquet",), **storage_options)
+
+
+def _read_parquet_file(url: str, columns: list[str] | None, storage_options: dict[str, Any]):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from agentworld.io import get_fs
+
+    fs, path = get_fs(url, **storage_options)
+    with fs.open(path, "rb") as f:
+        for batch in pq.ParquetFile(f).iter_batches(columns=columns):
+            yield pa.Table.from_batches([batch])
+
+
 def read_staging(url: str, storage_options: dict[str, Any], *, columns: list[str] | None = None):
-    """A Ray Dataset over a staging Parquet directory."""
+    """A Ray Dataset over a staging Parquet directory: one read task per file, row
+    group by row group. (Our own Datasource: files are listed once on the driver, with
+    the run's storage options, and no listing tasks run on the cluster.)"""
+    import functools
+
     import ray
+    from ray.data import Datasource, ReadTask
+    from ray.data.block import BlockMetadata
 
-    fs, path = arrow_fs(url, storage_options)
-    return ray.data.read_parquet(path, filesystem=fs, columns=columns)
+    files = staging_files(url, storage_options)
+
+    class StagingDatasource(Datasource):
+        def estimate_inmemory_data_size(self):
+            return None
+
+        def get_read_tasks(self, parallelism: int, per_task_row_limit=None, data_context=None):
+            return [
+                ReadTask(
+                    functools.partial(_read_parquet_file, f, columns, storage_options),
+                    BlockMetadata(num_rows=None, size_bytes=None, input_files=[f], exec_stats=None),
+                )
+                for f in files
+            ]
+
+    if not files:
+        return ray.data.from_items([])
+    return ray.data.read_datasource(StagingDatasource(), override_num_blocks=len(files))
 
 
-def write_staging(ds, url: str, storage_options: dict[str, Any]) -> None:
-    fs, path = arrow_fs(url, storage_options)
-    ds.write_parquet(path, filesystem=fs)
+def _write_block(block, *, url: str, storage_options: dict[str, Any]):
+    import uuid
+
+    import pyarrow as pa
+
+    from agentworld.io import join, write_parquet
+
+    if block.num_rows:
+        write_parquet(join(url, f"part-{uuid.uuid4().hex}.parquet"), block, **storage_options)
+    return pa.table({"rows": [block.num_rows]})
+
+
+def write_staging(ds, url: str, storage_options: dict[str, Any]) -> int:
+    """Write every block of ``ds`` as one Parquet file under ``url``; returns rows.
+    File names are random: a stage clears its staging directory before it runs."""
+    written = ds.map_batches(
+        _write_block,
+        batch_format="pyarrow",
+        batch_size=None,
+        fn_kwargs={"url": url, "storage_options": storage_options},
+    )
+    return int(written.sum("rows") or 0)

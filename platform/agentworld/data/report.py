@@ -16,6 +16,10 @@ TOKEN_KEYS = ["kind", "split", "domain", "source", "drop_reason"]
 TOKEN_SUMS = ["n_tokens", "n_targets", "truncated"]
 
 
+def _named(table: pa.Table, names: dict[str, str]) -> pa.Table:
+    return table.rename_columns([names.get(c, c) for c in table.column_names])
+
+
 def _partial(block: pa.Table, *, keys: list[str], sums: list[str]) -> pa.Table:
     if "truncated" in sums and "truncated" not in block.column_names:
         import pyarrow.compute as pc
@@ -24,13 +28,11 @@ def _partial(block: pa.Table, *, keys: list[str], sums: list[str]) -> pa.Table:
         block = block.append_column("truncated", flag)
     aggs = [(c, "sum") for c in sums] + [([], "count_all")]
     out = block.select(keys + sums).group_by(keys, use_threads=False).aggregate(aggs)
-    return out.rename_columns([f"{c}_sum" for c in sums] + ["n"] + keys).select(
-        keys + [f"{c}_sum" for c in sums] + ["n"]
-    )
+    return _named(out, {"count_all": "n"})
 
 
 def grouped_counts(ds, keys: list[str], sums: list[str] = ()) -> list[dict[str, Any]]:
-    """Rows of (keys..., <sum>_sum..., n) over the whole dataset."""
+    """Rows of (keys..., sums..., n) over the whole dataset."""
     import ray
 
     sums = list(sums)
@@ -43,7 +45,7 @@ def grouped_counts(ds, keys: list[str], sums: list[str] = ()) -> list[dict[str, 
     total = pa.concat_tables(tables)
     cols = [f"{c}_sum" for c in sums] + ["n"]
     out = total.group_by(keys, use_threads=False).aggregate([(c, "sum") for c in cols])
-    out = out.rename_columns([f"{c}" for c in cols] + keys)
+    out = _named(out, {"n_sum": "n", **{f"{c}_sum_sum": c for c in sums}})
     return sorted(out.to_pylist(), key=lambda r: tuple(str(r[k]) for k in keys))
 
 
@@ -80,12 +82,14 @@ def conserved(counts: dict[str, int]) -> bool:
 
 
 def token_tables(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per kind/split (and per domain): documents, tokens, targets, truncated, dropped."""
+    """Per kind/split, and within it per domain and per domain/source: documents,
+    tokens, target tokens, truncated samples, dropped samples by reason."""
     out: dict[str, Any] = {}
     for r in rows:
-        entry = out.setdefault(r["kind"], {}).setdefault(r["split"], _token_entry())
-        dom = entry["by_domain"].setdefault(r["domain"], _token_entry(nested=False))
-        for e in (entry, dom):
+        entry = out.setdefault(r["kind"], {}).setdefault(r["split"], _token_entry(nested=True))
+        dom = entry["by_domain"].setdefault(r["domain"], _token_entry())
+        pair = entry["by_domain_source"].setdefault(f"{r['domain']}/{r['source']}", _token_entry())
+        for e in (entry, dom, pair):
             if r["drop_reason"] is not None:
                 e["dropped"][r["drop_reason"]] = e["dropped"].get(r["drop_reason"], 0) + r["n"]
                 continue
@@ -96,7 +100,7 @@ def token_tables(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _token_entry(nested: bool = True) -> dict[str, Any]:
+def _token_entry(nested: bool = False) -> dict[str, Any]:
     e: dict[str, Any] = {
         "documents": 0,
         "tokens": 0,
@@ -105,7 +109,7 @@ def _token_entry(nested: bool = True) -> dict[str, Any]:
         "dropped": {},
     }
     if nested:
-        e["by_domain"] = {}
+        e["by_domain"], e["by_domain_source"] = {}, {}
     return e
 
 
@@ -126,36 +130,21 @@ def packing_tables(stats: pa.Table, seq_len: int) -> dict[str, Any]:
 
 
 def format_table(report: dict[str, Any]) -> str:
-    """The per-domain/source counts (and tokens per domain) as a text table."""
+    """Per domain/source: record counts, CPT tokens and SFT target tokens."""
     cols = ["read", "kept", "exact_duplicate", "near_duplicate", "contaminated", "quarantined"]
-    heads = [
-        "domain/source",
-        "read",
-        "kept",
-        "exact",
-        "near",
-        "contam",
-        "quarant",
-        "cpt tok",
-        "sft tgt",
-    ]
-    lines = [" ".join(f"{h:>{24 if i == 0 else 9}}" for i, h in enumerate(heads))]
+    heads = ["read", "kept", "exact", "near", "contam", "quarant", "cpt tok", "sft tgt"]
+    lines = [f"{'domain/source':>28} " + " ".join(f"{h:>9}" for h in heads)]
     tokens = report.get("tokens", {})
+    cpt, sft = tokens.get("cpt", {}).values(), tokens.get("sft", {}).values()
     for key, c in report["by_domain_source"].items():
-        domain = key.split("/", 1)[0]
-        cpt = sum(
-            s["by_domain"].get(domain, {}).get("tokens", 0) for s in tokens.get("cpt", {}).values()
-        )
-        sft = sum(
-            s["by_domain"].get(domain, {}).get("target_tokens", 0)
-            for s in tokens.get("sft", {}).values()
-        )
-        lines.append(_line(key, [c[x] for x in cols], cpt, sft))
+        n_cpt = sum(s["by_domain_source"].get(key, {}).get("tokens", 0) for s in cpt)
+        n_sft = sum(s["by_domain_source"].get(key, {}).get("target_tokens", 0) for s in sft)
+        lines.append(_line(key, [c[x] for x in cols], n_cpt, n_sft))
     t = report["totals"]
-    lines.append(_line("TOTAL", [t[x] for x in cols], None, None))
+    n_cpt, n_sft = sum(s["tokens"] for s in cpt), sum(s["target_tokens"] for s in sft)
+    lines.append(_line("TOTAL", [t[x] for x in cols], n_cpt, n_sft))
     return "\n".join(lines)
 
 
-def _line(label: str, counts: list[int], cpt: int | None, sft: int | None) -> str:
-    tail = ["" if v is None else str(v) for v in (cpt, sft)]
-    return f"{label[:24]:>24} " + " ".join(f"{v:>9}" for v in [*counts, *tail])
+def _line(label: str, counts: list[int], cpt: int, sft: int) -> str:
+    return f"{label[:28]:>28} " + " ".join(f"{v:>9}" for v in [*counts, cpt, sft])

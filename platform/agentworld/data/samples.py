@@ -110,5 +110,20 @@ def _table(rows: list[dict]) -> pa.Table:
         tokens = r.get("tokens")
         r["n_tokens"] = 0 if tokens is None else int(tokens.size)
         r["n_targets"] = 0 if tokens is None else int(np.count_nonzero(r["mask"]))
-    cols = {f.name: pa.array([r.get(f.name) for r in rows], type=f.type) for f in SAMPLE_SCHEMA}
+    cols = {}
+    for f in SAMPLE_SCHEMA:
+        values = [r.get(f.name) for r in rows]
+        cols[f.name] = (
+            _lists(values, f.type) if pa.types.is_list(f.type) else pa.array(values, f.type)
+        )
     return pa.table(cols, schema=SAMPLE_SCHEMA)
+
+
+def _lists(values: list[np.ndarray | None], typ: pa.ListType) -> pa.Array:
+    """A list column from numpy arrays (None = null) in one copy."""
+    sizes = [0 if v is None else v.size for v in values]
+    offsets = pa.array(np.cumsum([0, *sizes]).astype(np.int32))
+    present = [v for v in values if v is not None]
+    flat = np.concatenate(present) if present else np.empty(0)
+    mask = pa.array([v is None for v in values])
+    return pa.ListArray.from_arrays(offsets, pa.array(flat, typ.value_type), mask=mask)

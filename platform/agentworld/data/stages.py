@@ -57,12 +57,8 @@ def run_ingest(job: PrepareJob, run: RunDir, state: State, progress: Progress) -
         progress("ingest", f"eval sets: {len(index.ids)} records, {index.hashes.size} n-grams")
     run.clear("_work", "ingest")
     options = storage_options_of(job.inputs)
-    write_staging(
-        ingest_dataset(list(job.inputs), job.data, options, index),
-        run.url("_work", "ingest"),
-        run.storage_options,
-    )
-    rows = read_staging(run.url("_work", "ingest"), run.storage_options, columns=["uid"]).count()
+    ds = ingest_dataset(list(job.inputs), job.data, options, index)
+    rows = write_staging(ds, run.url("_work", "ingest"), run.storage_options)
     progress("ingest", f"{rows} records read")
     return {"rows": rows}
 
@@ -78,7 +74,7 @@ def storage_options_of(urls) -> dict[str, Any]:
     return {}
 
 
-def _clean(block: pa.Table) -> pa.Table:
+def clean_records(block: pa.Table) -> pa.Table:
     ok = pc.and_(
         pc.equal(block.column("status"), "ok"),
         pc.invert(block.column("contaminated").fill_null(False)),
@@ -93,7 +89,7 @@ def run_dedup(job: PrepareJob, run: RunDir, state: State, progress: Progress) ->
     cols = ["uid", "status", "contaminated", "exact_hash", "pkey", "bands", "shingles"]
     records = read_staging(run.url("_work", "ingest"), run.storage_options, columns=cols)
     labels, stats = find_duplicates(
-        records.map_batches(_clean, batch_format="pyarrow"),
+        records.map_batches(clean_records, batch_format="pyarrow"),
         job.data,
         lambda m: progress("dedup", m),
     )
@@ -234,6 +230,7 @@ def run_pack(job: PrepareJob, run: RunDir, state: State, progress: Progress) -> 
         pad_id=state["tokenizer"]["pad_id"],
         pack_window=job.data.pack_window,
         seed=job.data.seed,
+        cpt_split_min=job.data.cpt_split_min,
         storage_options=run.storage_options,
     )
     progress("pack", f"{stats.num_rows} shards, {sum(stats.column('rows').to_pylist())} rows")

@@ -1,0 +1,250 @@
+"""The prepare stage end to end on a real local Ray cluster: the collected corpus plus
+bad records and an evaluation set; the S3 protocol; a killed run resumed."""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from agentworld.data.synthetic import BAD_LINES, synthetic_corpus
+from agentworld.io import (
+    get_fs,
+    join,
+    list_shards,
+    read_manifest,
+    read_parquet,
+    read_records,
+    write_jsonl,
+)
+from agentworld.recipes import debug_cpu
+from agentworld.schema import trajectory_to_rows
+
+ROOT = Path(__file__).resolve().parents[1]
+CONTRACT = {
+    "input_ids": pa.list_(pa.int32()),
+    "loss_mask": pa.list_(pa.int8()),
+    "position_ids": pa.list_(pa.int32()),
+    "doc_lens": pa.list_(pa.int32()),
+}
+
+
+def _job(inputs, out, eval_sets=(), **data):
+    import dataclasses
+
+    from agentworld.data.pipeline import PrepareJob
+
+    recipe = debug_cpu()
+    recipe = dataclasses.replace(
+        recipe, data=dataclasses.replace(recipe.data, progress_bars=False, **data)
+    )
+    return PrepareJob(inputs=tuple(inputs), out=out, recipe=recipe, eval_sets=tuple(eval_sets))
+
+
+@pytest.fixture(scope="module")
+def prepared(ray_cluster, collected_corpus, tmp_path_factory):
+    """One full run: the collected corpus, a shard of bad records, an evaluation set
+    made of two collected trajectories (AgentWorldBench rows)."""
+    from agentworld.data.pipeline import prepare
+
+    root = tmp_path_factory.mktemp("prepare")
+    (root / "bad").mkdir()
+    (root / "bad" / "part-00000.jsonl").write_text("\n".join(BAD_LINES) + "\n")
+    collected = read_records(collected_corpus).records
+    leaked = [collected[0], collected[len(collected) // 2]]
+    write_jsonl(
+        str(root / "eval" / "awb.jsonl"), [r for t in leaked for r in trajectory_to_rows(t)]
+    )
+    out = str(root / "out")
+    log: list[str] = []
+    job = _job([collected_corpus, str(root / "bad")], out, [str(root / "eval")])
+    report = prepare(job, log=log.append)
+    return {
+        "job": job,
+        "out": out,
+        "report": report,
+        "log": log,
+        "collected": collected,
+        "leaked": leaked,
+    }
+
+
+def _packed(out: str, kind: str, split: str) -> pa.Table:
+    shards = list_shards(join(out, "packed", kind, split))
+    return pa.concat_tables([read_parquet(s) for s in shards]) if shards else pa.table({})
+
+
+def test_counts_are_conserved_per_domain_and_source(prepared):
+    report = prepared["report"]
+    states = ["kept", "quarantined", "contaminated", "exact_duplicate", "near_duplicate"]
+    for table in ("by_domain", "by_source", "by_domain_source", "by_input"):
+        for key, c in report[table].items():
+            assert c["read"] == sum(c[s] for s in states), (table, key, c)
+    totals = report["totals"]
+    assert totals["read"] == len(prepared["collected"]) + len(BAD_LINES)
+    assert totals["quarantined"] == len(BAD_LINES)
+    assert totals["contaminated"] >= len(prepared["leaked"])
+    quarantine = pa.concat_tables(
+        [read_parquet(s) for s in list_shards(join(prepared["out"], "quarantine"))]
+    )
+    assert quarantine.num_rows == len(BAD_LINES) and all(quarantine.column("reason").to_pylist())
+    contaminated = read_parquet(list_shards(join(prepared["out"], "contaminated"))[0])
+    assert {t.id for t in prepared["leaked"]} <= set(
+        contaminated.column("trajectory_id").to_pylist()
+    )
+    assert any("TOTAL" in line for line in prepared["log"])  # the printed table
+
+
+def test_packed_rows_follow_the_contract_and_never_cross_documents(prepared):
+    seq_len = prepared["job"].recipe.train.seq_len
+    for kind in ("cpt", "sft"):
+        for split in ("train", "eval"):
+            table = _packed(prepared["out"], kind, split)
+            assert {f.name: f.type for f in table.schema} == CONTRACT
+            for row in table.to_pylist():
+                assert (
+                    len(row["input_ids"])
+                    == len(row["loss_mask"])
+                    == len(row["position_ids"])
+                    == seq_len
+                )
+                starts = np.cumsum([0, *row["doc_lens"]])
+                pos = np.array(row["position_ids"])
+                for a, b in zip(starts[:-1], starts[1:], strict=True):
+                    assert (
+                        pos[a:b] == np.arange(b - a)
+                    ).all()  # a document's positions restart at 0
+                    assert (
+                        row["loss_mask"][a] == 0
+                    )  # nothing in another document predicts its first token
+                assert not any(row["loss_mask"][starts[-1] :])
+
+
+def test_sft_loss_masks_decode_to_exactly_the_observations(prepared):
+    from transformers import AutoTokenizer
+
+    out = prepared["out"]
+    tok = AutoTokenizer.from_pretrained(join(out, "tokenizer"))
+    samples = pa.concat_tables([read_parquet(s) for s in list_shards(join(out, "samples", "sft"))])
+    for split in ("train", "eval"):
+        expected = collections.Counter(
+            r["reference"] + "<|im_end|>" for r in samples.to_pylist() if r["split"] == split
+        )
+        decoded = collections.Counter()
+        for row in _packed(out, "sft", split).to_pylist():
+            ids, mask = np.array(row["input_ids"]), np.array(row["loss_mask"])
+            starts = np.cumsum([0, *row["doc_lens"]])
+            for a, b in zip(starts[:-1], starts[1:], strict=True):
+                decoded[tok.decode(ids[a:b][mask[a:b] == 1])] += 1
+        assert decoded == expected and sum(expected.values()) > 0
+
+
+def test_packing_efficiency_and_splits_on_the_collected_corpus(prepared):
+    report, out = prepared["report"], prepared["out"]
+    seq_len = prepared["job"].recipe.train.seq_len
+    cpt = [_packed(out, "cpt", split) for split in ("train", "eval")]
+    used = sum(sum(sum(x) for x in t.column("doc_lens").to_pylist()) for t in cpt)
+    assert used / (sum(t.num_rows for t in cpt) * seq_len) >= 0.95
+    for split in ("train", "eval"):
+        # SFT samples are never cut, and samples longer than half a row cannot share
+        # one; best fit still leaves at most one row half empty or worse.
+        fills = [sum(x) for x in _packed(out, "sft", split).column("doc_lens").to_pylist()]
+        assert sum(f <= seq_len // 2 for f in fills) <= 1
+    samples = pa.concat_tables([read_parquet(s) for s in list_shards(join(out, "samples", "sft"))])
+    split_of = collections.defaultdict(set)
+    for r in samples.select(["trajectory_id", "split"]).to_pylist():
+        split_of[r["trajectory_id"]].add(r["split"])
+    assert all(len(s) == 1 for s in split_of.values())  # no trajectory in both splits
+    assert {"train", "eval"} <= set().union(*split_of.values())
+    assert report["tokens"]["sft"]["train"]["documents"] == sum(
+        1 for r in samples.column("split").to_pylist() if r == "train"
+    )
+
+
+def test_rerun_of_a_finished_run_does_nothing(prepared):
+    from agentworld.data.pipeline import prepare
+
+    out = prepared["out"]
+    before = {p: p.stat().st_mtime_ns for p in Path(out).rglob("*") if p.is_file()}
+    log: list[str] = []
+    assert prepare(prepared["job"], log=log.append) == prepared["report"]
+    after = {p: p.stat().st_mtime_ns for p in Path(out).rglob("*") if p.is_file()}
+    assert before == after and any("nothing to do" in line for line in log)
+    assert read_manifest(out)["status"] == "complete"
+
+
+def _wait_for(url: str, proc: subprocess.Popen, timeout: float = 600) -> None:
+    fs, path = get_fs(url)
+    deadline = time.monotonic() + timeout
+    while not fs.exists(path):
+        fs.invalidate_cache()
+        assert proc.poll() is None, proc.stdout.read()
+        assert time.monotonic() < deadline, f"{url} did not appear"
+        time.sleep(0.2)
+
+
+@pytest.mark.slow
+def test_s3_run_killed_then_resumed_has_no_duplicate_or_missing_samples(
+    ray_cluster, s3_bucket, tmp_path
+):
+    """jobs/prepare.py reads from and writes to the S3 server; it is killed (SIGKILL)
+    right after its first stage, then the run is resumed and completed."""
+    from agentworld.data.pipeline import prepare
+
+    corpus = synthetic_corpus(40, seed=4, n_exact=5, n_near=5, n_far=3, n_families=1)
+    raw, out = f"{s3_bucket}/raw", f"{s3_bucket}/prepared"
+    write_jsonl(join(raw, "part-00000.jsonl"), corpus.records)
+    fs, path = get_fs(join(raw, "part-00001.jsonl"))
+    fs.pipe(path, ("\n".join(BAD_LINES) + "\n").encode())
+    env = {**os.environ, "RAY_ADDRESS": ray_cluster.get_runtime_context().gcs_address}
+    cmd = [
+        sys.executable,
+        str(ROOT / "jobs" / "prepare.py"),
+        "--input",
+        raw,
+        "--out",
+        out,
+        "--data",
+        "progress_bars=False",
+    ]
+    proc = subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    try:
+        _wait_for(join(out, "_work", "ingest.done.json"), proc)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert read_manifest(out) is None  # killed before the end
+    report = prepare(_job([raw], out))
+    n_read = len(corpus.records) + len(BAD_LINES)
+    assert report["totals"]["read"] == n_read and read_manifest(out)["status"] == "complete"
+    samples = pa.concat_tables([read_parquet(s) for s in list_shards(join(out, "samples", "sft"))])
+    keys = list(
+        zip(
+            samples.column("trajectory_id").to_pylist(),
+            samples.column("turn_idx").to_pylist(),
+            strict=True,
+        )
+    )
+    kept = [t for t in corpus.records if t.id not in corpus.duplicate_ids]
+    assert len(keys) == len(set(keys)) == sum(len(t.turns) for t in kept)
+    packed_docs = sum(
+        len(d)
+        for s in ("train", "eval")
+        for d in _packed(out, "sft", s).column("doc_lens").to_pylist()
+    )
+    assert packed_docs == len(keys)
+    assert (
+        json.loads(fs.cat_file(f"{out.removeprefix('s3://')}/report.json"))["totals"]
+        == report["totals"]
+    )

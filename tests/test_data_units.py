@@ -1,0 +1,246 @@
+"""prepare's algorithms as plain functions (no Ray): reading with quarantine and byte
+ranges, MinHash/LSH, candidate buckets, connected components, tokenization and loss
+masks, packing, config validation."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+from collections import defaultdict
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from agentworld.data import DataConfig
+from agentworld.data.components import components_in_memory, large_star, small_star
+from agentworld.data.lsh import bucket_pairs
+from agentworld.data.minhash import collision_probability, signature
+from agentworld.data.pack import best_fit_decreasing, efficiency, pack_documents
+from agentworld.data.reader import INGEST_SCHEMA, ReaderSpec, plan_ranges, read_range
+from agentworld.data.synthetic import BAD_LINES, synthetic_corpus
+from agentworld.data.text import jaccard, ngram_hashes, words
+from agentworld.data.tokenize import (
+    ChatLayout,
+    encode_trajectories,
+    sft_sample,
+    trajectory_messages,
+)
+from agentworld.io import write_jsonl
+from agentworld.recipes import ConfigError
+from agentworld.schema import (
+    Trajectory,
+    Turn,
+    predict_turn_messages,
+    trajectory_to_chat,
+    trajectory_to_rows,
+)
+from tests.helpers import sample_trajectories
+
+
+def _read_all(url: str, split_bytes: int, **spec) -> pa.Table:
+    ranges = plan_ranges([url], split_bytes=split_bytes, storage_options={})
+    blocks = [b for r in ranges for b in read_range(r, ReaderSpec(block_records=7, **spec))]
+    return pa.concat_tables(blocks) if blocks else INGEST_SCHEMA.empty_table()
+
+
+def test_reader_quarantines_bad_lines_and_byte_ranges_read_each_line_once(tmp_path):
+    trajs = sample_trajectories(30)
+    lines = [t.to_json() for t in trajs]
+    for i, bad in enumerate(BAD_LINES):
+        lines.insert(3 * i + 1, bad)
+    path = tmp_path / "part-00000.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    whole = _read_all(str(path), split_bytes=1 << 30)
+    for split in (97, 500, 4096):
+        parts = _read_all(str(path), split_bytes=split)
+        assert sorted(parts.column("uid").to_pylist()) == sorted(whole.column("uid").to_pylist())
+    status = whole.column("status").to_pylist()
+    assert status.count("ok") == len(trajs) and status.count("quarantined") == len(BAD_LINES)
+    bad = [r for r in whole.to_pylist() if r["status"] == "quarantined"]
+    by_raw = {r["raw"]: r for r in bad}
+    assert by_raw["{not json"]["error"] == "MalformedJSONError"
+    assert by_raw[BAD_LINES[1]]["field"] == "turns" and by_raw[BAD_LINES[1]]["domain"] == "terminal"
+    assert by_raw[BAD_LINES[2]]["error"] == "UnknownDomainError"
+    assert by_raw[BAD_LINES[4]]["field"] == "turns"
+    assert all(r["line"] == lines.index(r["raw"]) + 1 for r in bad)
+    strict = _read_all(str(path), split_bytes=1 << 30, min_turns=3)  # a corpus rule on top
+    short = [r for r in strict.to_pylist() if r["error"] == "min_turns"]
+    assert len(short) == sum(len(t.turns) < 3 for t in trajs) > 0
+
+
+def test_reader_adapts_awb_rows_chat_and_gzip(tmp_path):
+    trajs = sample_trajectories(4, seed=3)
+    write_jsonl(str(tmp_path / "awb.jsonl"), [row for t in trajs for row in trajectory_to_rows(t)])
+    chats = [
+        {"id": t.id, "domain": "terminal", "source": "chat", "messages": trajectory_to_chat(t)}
+        for t in trajs
+    ]
+    with gzip.open(tmp_path / "chat.jsonl.gz", "wt") as f:
+        f.write("\n".join(json.dumps(c) for c in chats) + "\n")
+    table = _read_all(str(tmp_path), split_bytes=1 << 20)
+    assert table.column("status").to_pylist() == ["ok"] * 8  # AWB rows of one id merged
+    records = [Trajectory.from_json(r) for r in table.column("record").to_pylist()]
+    awb = [r for r in records if r.source == "agentworldbench"]
+    assert [len(r.turns) for r in awb] == [len(t.turns) for t in trajs]
+    assert awb[0].metadata["awb"]["turn_idx"] == list(range(1, len(trajs[0].turns) + 1))
+    chat = [r for r in records if r.source == "chat"]
+    assert [t.observation for t in chat[0].turns] == [t.observation for t in trajs[0].turns]
+
+
+def test_minhash_estimates_jaccard_and_lsh_shape_favours_recall():
+    corpus = synthetic_corpus(20, n_exact=0, n_near=10, n_far=10, n_families=0)
+    originals = {t.id: t for t in corpus.records if t.id.startswith("base-")}
+    cfg = DataConfig()
+    bands, rows = cfg.lsh_shape()
+    assert bands * rows <= cfg.num_perm
+    assert (
+        collision_probability(0.85, bands, rows)
+        > 0.95
+        > 0.5
+        > collision_probability(0.5, bands, rows)
+    )
+    errors = []
+    for copy in corpus.records:
+        if copy.id in corpus.similarity:
+            n = int(copy.id.split("-")[1])
+            orig = originals[f"base-{(n + (0 if copy.id.startswith('near') else 10)) % 20:05d}"]
+            a = ngram_hashes(words(orig.text()), 5)
+            b = ngram_hashes(words(copy.text()), 5)
+            estimate = float(np.mean(signature(a, 128) == signature(b, 128)))
+            errors.append(abs(estimate - jaccard(a, b)))
+    assert len(errors) == 20 and max(errors) < 0.15 and np.mean(errors) < 0.06
+
+
+def test_oversized_bucket_is_linear_and_small_bucket_complete():
+    small = bucket_pairs(np.array([5, 3, 9, 3]), all_pairs_max=8, anchors=2)
+    assert small.tolist() == [[3, 5], [3, 9], [5, 9]]
+    big = bucket_pairs(np.arange(1000), all_pairs_max=64, anchors=3)
+    assert len(big) < 4 * 1000 and (big[:, 0] < big[:, 1]).all()
+    assert len({tuple(p) for p in big.tolist()}) == len(big)
+
+
+def _star_round(
+    edges: list[tuple[int, int]], step, both: bool
+) -> tuple[list[tuple[int, int]], int]:
+    groups = defaultdict(list)
+    for u, v in edges:
+        if both:
+            groups[u].append(v)
+            groups[v].append(u)
+        else:
+            groups[max(u, v)].append(min(u, v))
+    out, changed = [], 0
+    for u, nbrs in groups.items():
+        t = step(pa.table({"src": [u] * len(nbrs), "dst": nbrs}))
+        out.extend(zip(t.column("u").to_pylist(), t.column("v").to_pylist(), strict=True))
+        changed += sum(t.column("changed").to_pylist())
+    return out, changed
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_large_small_star_finds_the_components_of_union_find(seed):
+    rng = random.Random(seed)
+    original = [(rng.randrange(200), rng.randrange(200)) for _ in range(150)]
+    original = [(a, b) for a, b in original if a != b]
+    edges = list(original)
+    for _ in range(64):
+        edges, c1 = _star_round(edges, large_star, both=True)
+        edges, c2 = _star_round(edges, small_star, both=False)
+        if c1 + c2 == 0:
+            break
+    # Converged: one star per component, centred on its smallest node.
+    labels = {max(u, v): min(u, v) for u, v in edges} | {min(u, v): min(u, v) for u, v in edges}
+    assert labels == components_in_memory(np.array(original))
+
+
+@pytest.fixture(scope="module")
+def tokenizer(corpus_texts):
+    from agentworld.model import train_tokenizer
+
+    return train_tokenizer(corpus_texts, vocab_size=512)
+
+
+def test_sft_loss_mask_covers_exactly_the_observation(tokenizer):
+    trajs = sample_trajectories(12, seed=5)
+    trajs.append(
+        Trajectory(
+            id="ws",
+            domain="terminal",
+            source="t",
+            environment="env",
+            turns=(Turn(action="ls", observation="\n\n  lead"), Turn(action="x", observation="")),
+        )
+    )
+    layout = ChatLayout.of(tokenizer)
+    for traj, e in zip(trajs, encode_trajectories(tokenizer, layout, trajs), strict=True):
+        full = tokenizer.apply_chat_template(trajectory_messages(traj), tokenize=False)
+        assert tokenizer.decode(e.ids) == full
+        for k in range(1, len(traj.turns) + 1):
+            s = sft_sample(e, layout, "key", k, seq_len=4096, truncation="left")
+            targets = tokenizer.decode(s.tokens[s.mask == 1])
+            assert targets == traj.turns[k - 1].observation + "<|im_end|>"
+            prompt = tokenizer.apply_chat_template(
+                predict_turn_messages(traj, k), tokenize=False, add_generation_prompt=True
+            )
+            assert tokenizer.decode(s.tokens[: np.argmax(s.mask)]) == prompt
+
+
+def test_sft_left_truncation_keeps_environment_or_drops_with_reason(tokenizer):
+    traj = sample_trajectories(1, seed=11)[0]
+    traj = Trajectory(
+        id="long", domain="terminal", source="t", environment=traj.environment, turns=traj.turns * 4
+    )
+    layout = ChatLayout.of(tokenizer)
+    e = encode_trajectories(tokenizer, layout, [traj])[0]
+    k = len(traj.turns)
+    limit = (e.starts[-1] - e.starts[1]) // 2 + e.starts[1]
+    s = sft_sample(e, layout, "key", k, seq_len=limit, truncation="left")
+    assert len(s.tokens) <= limit and s.truncated_turns > 0
+    text = tokenizer.decode(s.tokens)
+    assert text.startswith(f"<|im_start|>system\n{traj.environment}<|im_end|>")
+    assert json.loads(s.messages_json)[0]["content"] == traj.environment
+    assert len(json.loads(s.messages_json)) == 2 * (k - s.truncated_turns)
+    assert sft_sample(e, layout, "key", k, seq_len=limit, truncation="drop") == "too_long"
+    assert (
+        sft_sample(e, layout, "key", k, seq_len=e.starts[1] + 2, truncation="left")
+        == "too_long_after_truncation"
+    )
+
+
+def test_best_fit_decreasing_packs_each_document_once_without_crossing():
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(3, 300, size=400).tolist()
+    tokens = [np.full(n, i, dtype=np.int32) for i, n in enumerate(lengths)]
+    masks = [np.ones(n, dtype=np.int8) for n in lengths]
+    table = pack_documents(
+        tokens, masks, [f"d{i}" for i in range(400)], seq_len=512, pad_id=-1, seed=0
+    )
+    assert efficiency(table, 512) > 0.97
+    seen = []
+    for row in table.to_pylist():
+        ids, pos, lens = np.array(row["input_ids"]), np.array(row["position_ids"]), row["doc_lens"]
+        at = 0
+        for n in lens:
+            doc = ids[at : at + n]
+            assert (doc == doc[0]).all() and lengths[doc[0]] == n  # one whole document
+            assert (pos[at : at + n] == np.arange(n)).all()  # positions restart per document
+            seen.append(int(doc[0]))
+            at += n
+        assert (ids[at:] == -1).all() and not any(row["loss_mask"][at:])
+    assert sorted(seen) == list(range(400))
+    bins = best_fit_decreasing([5, 5, 5], ["a", "b", "c"], 10)
+    assert bins == [[(0, 0, 5), (1, 0, 5)], [(2, 0, 5)]]
+
+
+def test_data_config_errors_name_the_field():
+    with pytest.raises(ConfigError, match="data.near_dup_threshold"):
+        DataConfig(near_dup_threshold=1.5)
+    with pytest.raises(ConfigError, match="data.lsh_bands"):
+        DataConfig(lsh_bands=20, lsh_rows=10)
+    with pytest.raises(ConfigError, match="data.survivor_priority"):
+        DataConfig(survivor_priority=("newest",))
+    with pytest.raises(ConfigError, match="data.num_workers"):
+        DataConfig(num_workers=0)
+    assert DataConfig(lsh_bands=16, lsh_rows=8).lsh_shape() == (16, 8)
