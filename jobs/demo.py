@@ -1,21 +1,30 @@
-"""The main job on the embedded default: local Ray, local storage directory.
+"""The main job on the embedded default: local Ray, a local storage directory, the
+vLLM CPU build. Runs the pipeline end to end on a small corpus it records itself:
 
-Runs every stage that exists, in order, on a small corpus, writing under --out:
-  raw/        trajectory shards (record format)
-  awb/        the same trajectories as AgentWorldBench rows
-  model/      a tiny Qwen3-MoE + byte-level BPE tokenizer (HF format)
+  collect   -> <out>/raw        real terminal, MCP, SWE and search episodes
+  prepare   -> <out>/prepared   validate, dedup, decontaminate, tokenize, pack
+  cpt       -> <out>/cpt        Ray Train + DeepSpeed MoE, HF export in cpt/hf
+  sft       -> <out>/sft        from cpt/hf, loss on observations only
+  rl        -> <out>/rl         (--with-rl) GRPO with vLLM rollouts, rule rewards
+  evaluate  -> <out>/eval       sim-vs-real fidelity on held-out turns (rule metrics)
+  serve     -> <out>/serve      the simulator API on Ray Serve, every route checked once
 
-Run:  python jobs/demo.py --out runs/demo      (or `make demo`)
+Every stage is idempotent: a rerun skips finished stages and resumes a killed one.
+All stages share one local Ray cluster.
+
+Run:  python jobs/demo.py --out runs/demo          (or `make demo`)
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "platform"))
+JOBS = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(JOBS, "..", "platform"))
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -24,62 +33,72 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--out", default="runs/demo", help="run directory (path or fsspec URL)")
     p.add_argument("--recipe", default="debug_cpu")
+    p.add_argument("--episodes", type=int, default=24, help="episodes to record")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--with-rl", action="store_true", help="also run a short RL stage")
+    p.add_argument("--skip-serve", action="store_true", help="leave out the Serve smoke check")
+    p.add_argument(
+        "--num-cpus",
+        type=int,
+        default=4,
+        help="logical CPUs of the local Ray cluster: training wants workers + 1 for Ray Data",
+    )
     return p.parse_args(argv)
+
+
+def stages(args: argparse.Namespace) -> list[tuple[str, list[str]]]:
+    """(job name, argv) in pipeline order."""
+    out, recipe = args.out.rstrip("/"), ["--recipe", args.recipe]
+    policy = f"{out}/rl/hf" if args.with_rl else f"{out}/sft/hf"
+    plan = [
+        ("collect", ["--out", f"{out}/raw", "--domains", "terminal,mcp,swe,search",
+                     "--episodes", str(args.episodes), "--seed", str(args.seed), *recipe]),
+        ("prepare", ["--input", f"{out}/raw", "--out", f"{out}/prepared", *recipe]),
+        ("cpt", ["--data", f"{out}/prepared", "--out", f"{out}/cpt", *recipe]),
+        ("sft", ["--data", f"{out}/prepared", "--init", f"{out}/cpt/hf", "--out", f"{out}/sft", *recipe]),
+    ]  # fmt: skip
+    if args.with_rl:
+        plan.append(
+            ("rl", ["--data", f"{out}/prepared", "--init", f"{out}/sft/hf", "--out", f"{out}/rl", *recipe])
+        )  # fmt: skip
+    plan.append(
+        ("evaluate", ["--recipe", args.recipe, "fidelity", "--input", f"{out}/prepared/samples/sft",
+                      "--format", "samples", "--model", policy, "--out", f"{out}/eval"])
+    )  # fmt: skip
+    if not args.skip_serve:
+        plan.append(("serve", ["--model", policy, "--smoke", "--out", f"{out}/serve"]))
+    return plan
+
+
+def load_job(name: str):
+    spec = importlib.util.spec_from_file_location(
+        f"agentworld_job_{name}", os.path.join(JOBS, f"{name}.py")
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from agentworld.io import is_complete, join, read_records, write_jsonl, write_manifest
-    from agentworld.model import build_tiny_checkpoint, load_model, load_tokenizer
-    from agentworld.recipes import get_recipe
-    from agentworld.schema import parse_output, predict_turn_messages, trajectory_to_rows
-    from agentworld.schema.examples import example_trajectories
+    os.environ.setdefault("WANDB_MODE", "offline")
+    import ray
 
-    recipe = get_recipe(args.recipe)
-    if is_complete(args.out):
-        print(f"[demo] {args.out} is complete; nothing to do (delete it to rerun)")
-        return 0
+    # One cluster for every stage; logical CPUs may exceed the cores (2 here), so that
+    # 2 train workers + Ray Data, or Serve's replicas, fit on a small machine.
+    if not ray.is_initialized() and not os.environ.get("RAY_ADDRESS"):
+        ray.init(num_cpus=args.num_cpus, include_dashboard=False)
     t0 = time.time()
-    trajs = example_trajectories(seed=args.seed)
-    write_jsonl(join(args.out, "raw", "part-00000.jsonl"), trajs)
-    back = read_records(join(args.out, "raw")).records
-    rows = [row for t in back for row in trajectory_to_rows(t)]
-    write_jsonl(join(args.out, "awb", "demo_test.jsonl"), rows)
-    print(f"[demo] wrote {len(back)} trajectories, {len(rows)} AgentWorldBench rows")
-
-    texts = [
-        s
-        for t in back
-        for s in (t.environment, *(x for turn in t.turns for x in (turn.action, turn.observation)))
-    ]
-    model_url = join(args.out, "model")
-    build_tiny_checkpoint(texts, model_url, recipe.model, seed=args.seed)
-    tok, model = load_tokenizer(model_url), load_model(model_url)
-    n_params = sum(p.numel() for p in model.parameters())
-    print(
-        f"[demo] built {recipe.model.num_experts}-expert MoE with {n_params / 1e6:.2f}M parameters"
-    )
-
-    prompt = tok.apply_chat_template(
-        predict_turn_messages(back[0], 2), tokenize=False, add_generation_prompt=True
-    )
-    ids = tok(prompt, return_tensors="pt")
-    out = model.generate(**ids, max_new_tokens=24, do_sample=False)
-    raw = tok.decode(out[0, ids["input_ids"].shape[1] :], skip_special_tokens=False)
-    print(
-        f"[demo] untrained prediction for turn 2 of {back[0].id!r}: {parse_output(raw).observation[:60]!r}"
-    )
-
-    write_manifest(
-        args.out,
-        stage="demo",
-        inputs=[],
-        config=recipe,
-        counts={"trajectories": len(back), "awb_rows": len(rows), "model_parameters": n_params},
-        outputs={"raw": join(args.out, "raw"), "awb": join(args.out, "awb"), "model": model_url},
-    )
-    print(f"[demo] done in {time.time() - t0:.1f}s -> {args.out}")
+    for name, job_argv in stages(args):
+        t = time.time()
+        print(f"[demo] == {name}: python jobs/{name}.py {' '.join(job_argv)}", flush=True)
+        rc = load_job(name).main(job_argv)
+        if rc:
+            print(f"[demo] {name} failed with exit code {rc}; rerun to resume", flush=True)
+            return rc
+        print(f"[demo] == {name} done in {time.time() - t:.0f}s", flush=True)
+    print(f"[demo] pipeline complete in {time.time() - t0:.0f}s -> {args.out}")
+    print(f"[demo] fidelity table: {args.out}/eval/score/table.md")
     return 0
 
 
