@@ -7,7 +7,7 @@ datasketch clusters its LSH candidates without verification, ours verifies each
 candidate pair by its actual Jaccard. Figures: records/s, the ratios, and precision /
 recall of the removed records against the planted truth.
 
-Run:  python bench/bench_dedup.py [--base 3000]   -> bench/results/dedup.json
+Run:  python bench/bench_dedup.py [--base 8000]   -> bench/results/dedup.json
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def ours(url: str, workers: int) -> tuple[set[str], float, dict]:
     from agentworld.data.ray_env import data_context
     from agentworld.data.stages import clean_records
 
-    cfg = DataConfig(num_workers=workers, block_records=500, progress_bars=False)
+    cfg = DataConfig(num_workers=workers, progress_bars=False)
     t0 = time.perf_counter()
     with data_context(cfg):
         rows = ingest_dataset([url], cfg, {}, None).materialize()
@@ -87,6 +87,22 @@ def ours(url: str, workers: int) -> tuple[set[str], float, dict]:
     return removed, seconds, stats.__dict__
 
 
+def start_ray(attempts: int = 4) -> None:
+    """A local cluster; start-up is retried because a busy 2-core machine can miss
+    Ray's fixed 30 s raylet registration window."""
+    import ray
+
+    for attempt in range(attempts):
+        try:
+            ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
+            return
+        except Exception:
+            ray.shutdown()
+            if attempt == attempts - 1:
+                raise
+            time.sleep(5)
+
+
 def scores(removed: set[str], truth: set[str]) -> dict[str, float]:
     tp = len(removed & truth)
     return {"precision": tp / max(len(removed), 1), "recall": tp / max(len(truth), 1)}
@@ -97,7 +113,7 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument(
-        "--base", type=int, default=3000, help="original trajectories (copies are added)"
+        "--base", type=int, default=8000, help="original trajectories (copies are added)"
     )
     args = p.parse_args()
     import ray
@@ -115,12 +131,14 @@ def main() -> int:
     n = len(corpus.records)
     tmp = tempfile.mkdtemp(prefix="bench-dedup-")
     for i in range(4):
-        write_jsonl(os.path.join(tmp, f"part-{i:05d}.jsonl"), corpus.records[i::4])
-    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
-    ours(tmp, 2)  # start the workers once: both measured runs find them warm
+        write_jsonl(os.path.join(tmp, "corpus", f"part-{i:05d}.jsonl"), corpus.records[i::4])
+    warm = os.path.join(tmp, "warm")
+    write_jsonl(os.path.join(warm, "part-00000.jsonl"), corpus.records[:200])
+    start_ray()
+    ours(warm, 2)  # start the workers once: both measured runs find them warm
     base_removed, base_s = datasketch_dedup(corpus.records, 0.8, 128)
-    one_removed, one_s, _ = ours(tmp, 1)
-    two_removed, two_s, stats = ours(tmp, 2)
+    one_removed, one_s, _ = ours(os.path.join(tmp, "corpus"), 1)
+    two_removed, two_s, stats = ours(os.path.join(tmp, "corpus"), 2)
     ray.shutdown()
     result = {
         "records": n,

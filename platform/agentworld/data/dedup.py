@@ -12,6 +12,7 @@ The algorithms are plain functions in exact.py, lsh.py, components.py, survivor.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,7 +58,23 @@ def _collect(ds, schema: pa.Schema) -> pa.Table:
     )
 
 
+def _column_sum(ds, column: str) -> int:
+    """Sum of a column: one number per block, added on the driver (no shuffle)."""
+    import ray
+
+    partial = ds.map_batches(
+        _block_sum, batch_format="pyarrow", batch_size=None, fn_kwargs={"column": column}
+    )
+    return int(
+        sum(t.column("sum")[0].as_py() or 0 for t in ray.get(partial.to_arrow_refs()) if t.num_rows)
+    )
+
+
 # ---- block functions (run in tasks) ---------------------------------------------------
+
+
+def _block_sum(block: pa.Table, *, column: str) -> pa.Table:
+    return pa.table({"sum": [pc.sum(block.column(column)).as_py() or 0]})
 
 
 def _with_cluster(block: pa.Table) -> pa.Table:
@@ -154,7 +171,9 @@ def candidate_edges(exact, shingles, cfg: DataConfig, stats: DedupStats):
     scored = _groups(first.union(shingle_rows), "key", lsh.verify_second).materialize()
     edges = _map(scored, _passing, threshold=cfg.near_dup_threshold).materialize()
     stats.candidate_pairs, stats.verified_pairs = scored.count(), edges.count()
-    return edges
+    # The graph is much smaller than the corpus: fewer blocks make each later shuffle cheap.
+    blocks = max(1, min(cfg.num_workers, math.ceil(stats.verified_pairs / cfg.block_records)))
+    return edges.repartition(blocks).materialize()
 
 
 def connected_components(edges, stats: DedupStats, log: Log):
@@ -167,7 +186,7 @@ def connected_components(edges, stats: DedupStats, log: Log):
         small = _groups(
             _map(large, components.towards_smaller), "src", components.small_star
         ).materialize()
-        changed = (large.sum("changed") or 0) + (small.sum("changed") or 0)
+        changed = _column_sum(large.union(small), "changed")
         current = small
         stats.cc_rounds = round_no
         log(f"components round {round_no}: {small.count()} edges, {changed} changed")

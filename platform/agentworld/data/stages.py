@@ -162,6 +162,24 @@ def _training_sample(block: pa.Table, *, threshold: float, fraction: float) -> p
     return block.filter(pa.array(train & picked)).select(["uid", "record"])
 
 
+def _tokenizer_texts(run: RunDir, state: State, cfg) -> list[str]:
+    """Texts of the kept training trajectories (a stable-hash sample of at most
+    tokenizer_train_docs), in uid order whatever the block layout."""
+    n_kept = sum(r["n"] for r in state["count"]["states"] if r["state"] == "kept")
+    fraction = min(1.0, cfg.tokenizer_train_docs / max(n_kept, 1))
+    sample = kept(run, state).map_batches(
+        _training_sample,
+        batch_format="pyarrow",
+        fn_kwargs={"threshold": state["count"]["eval_threshold"], "fraction": fraction},
+    )
+    batches = sample.sort("uid").map_batches(_texts, batch_format="pyarrow")
+    return [
+        t
+        for b in batches.iter_batches(batch_format="pyarrow")
+        for t in b.column("text").to_pylist()
+    ]
+
+
 def run_tokenizer(job: PrepareJob, run: RunDir, state: State, progress: Progress) -> dict:
     from agentworld.data.vocab import pretrained_tokenizer, save_tokenizer, train_on_texts
 
@@ -169,20 +187,12 @@ def run_tokenizer(job: PrepareJob, run: RunDir, state: State, progress: Progress
         tokenizer = pretrained_tokenizer(job.recipe.model.pretrained)
         origin = job.recipe.model.pretrained
     else:
-        n_kept = sum(r["n"] for r in state["count"]["states"] if r["state"] == "kept")
-        fraction = min(1.0, job.data.tokenizer_train_docs / max(n_kept, 1))
-        sample = kept(run, state).map_batches(
-            _training_sample,
-            batch_format="pyarrow",
-            fn_kwargs={"threshold": state["count"]["eval_threshold"], "fraction": fraction},
-        )
-        texts = [
-            t
-            for b in sample.sort("uid")
-            .map_batches(_texts, batch_format="pyarrow")
-            .iter_batches(batch_format="pyarrow")
-            for t in b.column("text").to_pylist()
-        ]
+        texts = _tokenizer_texts(run, state, job.data)
+        if not texts:
+            raise RuntimeError(
+                "no kept training trajectory to train the tokenizer on: see report counts "
+                f"under {run.url('_work', 'count.done.json')} (everything removed or held out?)"
+            )
         tokenizer = train_on_texts(texts, job.recipe.model.vocab_size)
         origin = f"trained on {len(texts)} texts"
     save_tokenizer(tokenizer, run.url("tokenizer"), run.storage_options)
