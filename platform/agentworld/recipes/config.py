@@ -209,7 +209,9 @@ class Recipe:
         if self.train.precision == "bf16" and not self.cluster.use_gpu:
             raise ConfigError("train.precision", "bf16 needs GPUs here; use fp32 on CPU")
         if self.train.attn_implementation == "flash_attention_2" and not self.cluster.use_gpu:
-            raise ConfigError("train.attn_implementation", "flash_attention_2 needs GPUs; use sdpa on CPU")
+            raise ConfigError(
+                "train.attn_implementation", "flash_attention_2 needs GPUs; use sdpa on CPU"
+            )
         if self.train.seq_len > self.model.max_position_embeddings:
             raise ConfigError(
                 "train.seq_len",
