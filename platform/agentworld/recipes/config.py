@@ -206,6 +206,12 @@ class Recipe:
                 "train.expert_parallel_size",
                 f"{ep} does not divide the world size (cluster.num_workers {self.cluster.num_workers})",
             )
+        if self.model.num_experts % self.rl.learner.expert_parallel_size:
+            raise ConfigError(
+                "rl.learner.expert_parallel_size",
+                f"num_experts {self.model.num_experts} is not divisible by "
+                f"{self.rl.learner.expert_parallel_size}",
+            )
         if self.train.precision == "bf16" and not self.cluster.use_gpu:
             raise ConfigError("train.precision", "bf16 needs GPUs here; use fp32 on CPU")
         if self.train.attn_implementation == "flash_attention_2" and not self.cluster.use_gpu:

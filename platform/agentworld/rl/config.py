@@ -101,10 +101,14 @@ class LearnerConfig:
     """Passes over each rollout batch; > 1 makes the clipped ratio matter."""
     mini_batches: int = 1
     """Optimizer steps per pass: the batch is split into this many mini-batches."""
+    expert_parallel_size: int = 1
+    """Learner ranks that split each MoE layer's experts (DeepSpeed AutoEP, as in
+    training); must divide num_learners."""
 
     def __post_init__(self) -> None:
         _check_positive(
             "rl.learner",
+            expert_parallel_size=self.expert_parallel_size,
             num_learners=self.num_learners,
             cpus_per_learner=self.cpus_per_learner,
             learning_rate=self.learning_rate,
@@ -114,6 +118,11 @@ class LearnerConfig:
         if self.gpus_per_learner < 0:
             raise _error(
                 "rl.learner.gpus_per_learner", f"must be >= 0, got {self.gpus_per_learner}"
+            )
+        if self.num_learners % self.expert_parallel_size:
+            raise _error(
+                "rl.learner.expert_parallel_size",
+                f"{self.expert_parallel_size} does not divide num_learners {self.num_learners}",
             )
 
 

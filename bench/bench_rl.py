@@ -1,0 +1,183 @@
+"""Bench: RL rollout throughput and weight-sync cost, measured in one run.
+
+1. Rollout tokens/s through the vLLM rollout actor (the RL loop's path: token ids in,
+   G samples per prompt) against transformers ``generate`` in this process, on the same
+   model (the ``small_cpu`` 23M-parameter MoE: on the tiny one, engine overheads
+   dominate) and the same prompts, sampling settings and token budget.
+2. Weight-sync time as a share of step time over a few real GRPO steps.
+
+Run:  python bench/bench_rl.py      (writes bench/results/bench_rl.json)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "platform"))
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "2")
+os.environ.setdefault("WANDB_MODE", "offline")
+
+CONTEXTS, GROUP, NEW_TOKENS, STEPS = 8, 8, 64, 3
+
+
+def build_inputs(tmp: str):
+    """A small_cpu-shaped checkpoint (tokenizer trained on generated trajectories) and
+    tokenized contexts from the same trajectories."""
+    from tests.helpers import sample_trajectories
+
+    from agentworld.model import build_tiny_checkpoint, load_tokenizer
+    from agentworld.recipes import get_recipe
+    from agentworld.rl.data import LoadResult, context_from_row, sample_rows, tokenize_contexts
+
+    trajs = sample_trajectories(60, seed=3)
+    texts = [t.environment for t in trajs] + [
+        x for t in trajs for turn in t.turns for x in (turn.action, turn.observation)
+    ]
+    recipe = get_recipe("small_cpu")
+    build_tiny_checkpoint(texts, f"{tmp}/init", recipe.model)
+    contexts = [context_from_row(r) for r in sample_rows(trajs)]
+    contexts = tokenize_contexts(
+        contexts, load_tokenizer(f"{tmp}/init"), max_prompt_tokens=512, result=LoadResult()
+    )
+    rl = dataclasses.replace(
+        recipe.rl,
+        contexts_per_step=CONTEXTS,
+        group_size=GROUP,
+        max_steps=STEPS,
+        wandb=False,
+        rollout=dataclasses.replace(recipe.rl.rollout, max_new_tokens=NEW_TOKENS),
+        learner=dataclasses.replace(recipe.rl.learner, learning_rate=1e-4),
+    )
+    return dataclasses.replace(recipe, rl=rl), contexts
+
+
+def vllm_tokens_per_s(workers, prompts: list[list[int]]) -> dict:
+    workers.rollout.generate(prompts[:2], n=2, seed=1)  # warm-up
+    t0 = time.perf_counter()
+    out = workers.rollout.generate(prompts, n=GROUP, seed=0)
+    seconds = time.perf_counter() - t0
+    tokens = sum(len(c.token_ids) for group in out for c in group)
+    return {"tokens": tokens, "seconds": seconds, "tokens_per_s": tokens / seconds}
+
+
+def hf_tokens_per_s(model_dir: str, prompts: list[list[int]], eos_id: int, pad_id: int) -> dict:
+    """transformers generate: the same prompts (left-padded batch), G samples each,
+    the same budget; tokens counted up to and including the end-of-turn token."""
+    import torch
+
+    from agentworld.model import load_model
+
+    model = load_model(model_dir, dtype=torch.float32).eval()
+    width = max(len(p) for p in prompts)
+    ids = torch.tensor([[pad_id] * (width - len(p)) + list(p) for p in prompts])
+    attn = (
+        torch.arange(width)[None, :] >= torch.tensor([width - len(p) for p in prompts])[:, None]
+    ).long()
+    kwargs = dict(
+        do_sample=True,
+        temperature=1.0,
+        top_p=1.0,
+        num_return_sequences=GROUP,
+        max_new_tokens=NEW_TOKENS,
+        eos_token_id=eos_id,
+        pad_token_id=pad_id,
+    )
+    with torch.no_grad():
+        model.generate(
+            input_ids=ids[:2], attention_mask=attn[:2], **{**kwargs, "max_new_tokens": 4}
+        )
+        torch.manual_seed(0)
+        t0 = time.perf_counter()
+        out = model.generate(input_ids=ids, attention_mask=attn, **kwargs)
+        seconds = time.perf_counter() - t0
+    tokens = 0
+    for row in out[:, width:].tolist():
+        tokens += row.index(eos_id) + 1 if eos_id in row else len(row)
+    return {"tokens": tokens, "seconds": seconds, "tokens_per_s": tokens / seconds}
+
+
+def sync_share(recipe, workers, contexts, pad_id: int) -> dict:
+    from agentworld.rl.loop import Trainer
+    from agentworld.rl.rewards import build_rewards
+
+    rows: list[dict] = []
+    trainer = Trainer(
+        recipe=recipe,
+        workers=workers,
+        contexts=contexts,
+        rewards=build_rewards(recipe.rl),
+        pad_id=pad_id,
+        log=lambda step, m: rows.append(m),
+    )
+    trainer.run(0, STEPS)
+    step_s = sum(r["time/step_s"] for r in rows)
+    sync_s = sum(r["time/sync_s"] for r in rows)
+    return {
+        "steps": STEPS,
+        "step_s": step_s,
+        "sync_s": sync_s,
+        "sync_share": sync_s / step_s,
+        "per_step": [{k: r[k] for k in r if k.startswith("time/")} for r in rows],
+    }
+
+
+def main() -> int:
+    import ray
+
+    from agentworld.model import load_tokenizer
+    from agentworld.rl.placement import RLWorkers
+
+    ray.init(
+        num_cpus=4,
+        include_dashboard=False,
+        log_to_driver=False,
+        runtime_env={"env_vars": {"PYTHONPATH": str(ROOT / "platform")}},
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        recipe, contexts = build_inputs(tmp)
+        tok = load_tokenizer(f"{tmp}/init")
+        prompts = [list(c.prompt_ids) for c in contexts[:CONTEXTS]]
+        workers = RLWorkers(recipe, f"{tmp}/init")
+        try:
+            vllm = vllm_tokens_per_s(workers, prompts)
+            sync = sync_share(recipe, workers, contexts, tok.pad_token_id)
+        finally:
+            workers.close()
+        hf = hf_tokens_per_s(f"{tmp}/init", prompts, tok.eos_token_id, tok.pad_token_id)
+    ray.shutdown()
+    result = {
+        "model": "small_cpu (23M-parameter MoE)",
+        "prompts": CONTEXTS,
+        "group_size": GROUP,
+        "max_new_tokens": NEW_TOKENS,
+        "vllm_actor": vllm,
+        "transformers_generate": hf,
+        "rollout_speedup_vs_transformers": vllm["tokens_per_s"] / hf["tokens_per_s"],
+        "weight_sync": sync,
+    }
+    out = ROOT / "bench" / "results" / "bench_rl.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2))
+    print(
+        f"rollout: vLLM actor {vllm['tokens_per_s']:.0f} tok/s vs transformers generate "
+        f"{hf['tokens_per_s']:.0f} tok/s -> {result['rollout_speedup_vs_transformers']:.2f}x"
+    )
+    print(
+        f"weight sync: {sync['sync_s']:.2f}s of {sync['step_s']:.2f}s over {STEPS} steps "
+        f"-> {sync['sync_share']:.1%} of step time"
+    )
+    print(f"-> {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,256 @@
+"""Ray placement for RL: one placement group holding a bundle per rollout engine and per
+learner rank, the two actor groups, and the weight sync between them. Everything that
+touches Ray in the RL stage lives here; the algorithm (``loop``, ``loss``, ``rewards``)
+calls the groups' plain methods.
+
+Weight sync: learner rank 0 puts the full weights (checkpoint layout) into the Ray
+object store once; every rollout engine pulls them from there (on its own node) and
+loads them into its running vLLM model; the sync succeeds only when every engine reports
+the new weight version.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import numpy as np
+
+from agentworld.recipes.config import Recipe
+from agentworld.rl.learner import TrainBatch
+from agentworld.rl.rollout import Completion
+
+
+def build_placement_group(recipe: Recipe, *, timeout_s: float = 600.0) -> Any:
+    """Bundles: engines first (index i), then learner ranks (index n_engines + r)."""
+    import ray
+    from ray.util.placement_group import placement_group
+
+    ro, le = recipe.rl.rollout, recipe.rl.learner
+    engine = {"CPU": ro.cpus_per_engine} | (
+        {"GPU": ro.gpus_per_engine} if ro.gpus_per_engine else {}
+    )
+    learner = {"CPU": le.cpus_per_learner} | (
+        {"GPU": le.gpus_per_learner} if le.gpus_per_learner else {}
+    )
+    bundles = [dict(engine) for _ in range(ro.num_engines)] + [
+        dict(learner) for _ in range(le.num_learners)
+    ]
+    pg = placement_group(bundles, strategy=recipe.rl.placement_strategy, name="agentworld-rl")
+    try:
+        ray.get(pg.ready(), timeout=timeout_s)
+    except ray.exceptions.GetTimeoutError:
+        ray.util.remove_placement_group(pg)
+        raise RuntimeError(
+            f"rl placement group {bundles} ({recipe.rl.placement_strategy}) could not be "
+            f"placed within {timeout_s:.0f}s; cluster resources: {ray.cluster_resources()}"
+        ) from None
+    return pg
+
+
+def _in_bundle(pg: Any, index: int) -> Any:
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    return PlacementGroupSchedulingStrategy(
+        placement_group=pg,
+        placement_group_bundle_index=index,
+        placement_group_capture_child_tasks=True,
+    )
+
+
+def _actor_env() -> dict[str, str]:
+    """Variables the actors need from the driver (threads, vLLM's CPU KV cache size)."""
+    keys = ("VLLM_CPU_KVCACHE_SPACE", "OMP_NUM_THREADS", "WANDB_MODE", "TOKENIZERS_PARALLELISM")
+    return {k: os.environ[k] for k in keys if k in os.environ}
+
+
+class RolloutGroup:
+    """N vLLM engines; prompts are spread over them round-robin."""
+
+    def __init__(self, pg: Any, recipe: Recipe, model_dir: str) -> None:
+        import ray
+
+        from agentworld.rl.rollout import RolloutEngine
+
+        ro = recipe.rl.rollout
+        cls = ray.remote(RolloutEngine)
+        self.engines = [
+            cls.options(
+                num_cpus=ro.cpus_per_engine,
+                num_gpus=ro.gpus_per_engine,
+                runtime_env={"env_vars": _actor_env()},
+                scheduling_strategy=_in_bundle(pg, i),
+            ).remote(model_dir, ro, seed=recipe.rl.seed + i)
+            for i in range(ro.num_engines)
+        ]
+        ray.get([e.weight_version.remote() for e in self.engines])  # wait until loaded
+
+    def generate(self, prompts: list[list[int]], *, n: int, seed: int) -> list[list[Completion]]:
+        import ray
+
+        k = len(self.engines)
+        parts = [prompts[i::k] for i in range(k)]
+        refs = [
+            e.generate.remote(p, n=n, seed=seed + 7919 * i)
+            for i, (e, p) in enumerate(zip(self.engines, parts, strict=True))
+            if p
+        ]
+        done = ray.get(refs)
+        out: list[list[Completion]] = [[] for _ in prompts]
+        for i, res in enumerate(done):
+            out[i::k] = res
+        return out
+
+    def load_weights(self, weights_ref: Any, version: int, *, timeout_s: float) -> list[int]:
+        """Push the weights to every engine; raise unless each reports ``version``."""
+        import ray
+
+        versions = ray.get(
+            [e.load_weights.remote(weights_ref, version) for e in self.engines], timeout=timeout_s
+        )
+        if any(v != version for v in versions):
+            raise RuntimeError(
+                f"weight sync to version {version} failed: engines report {versions}"
+            )
+        return versions
+
+    def versions(self) -> list[int]:
+        """The weight version each engine reports."""
+        import ray
+
+        return ray.get([e.weight_version.remote() for e in self.engines])
+
+    def prompt_logprobs(self, token_ids: list[int]) -> list[list[float]]:
+        import ray
+
+        return ray.get([e.prompt_logprobs.remote(token_ids) for e in self.engines])
+
+    def close(self) -> None:
+        import ray
+
+        ray.get([e.close.remote() for e in self.engines])
+        for e in self.engines:
+            ray.kill(e)
+
+
+class LearnerGroup:
+    """M DeepSpeed ranks rendezvousing over torch.distributed (gloo on CPU)."""
+
+    def __init__(self, pg: Any, recipe: Recipe, model_dir: str) -> None:
+        import ray
+
+        from agentworld.rl.learner import Learner
+
+        le, first = recipe.rl.learner, recipe.rl.rollout.num_engines
+        cls = ray.remote(Learner)
+        addr, port = _rendezvous_address(pg, first)
+        self.ranks = [
+            cls.options(
+                num_cpus=le.cpus_per_learner,
+                num_gpus=le.gpus_per_learner,
+                runtime_env={"env_vars": _actor_env()},
+                scheduling_strategy=_in_bundle(pg, first + r),
+            ).remote(
+                model_dir,
+                recipe.rl,
+                recipe.train,
+                rank=r,
+                world_size=le.num_learners,
+                master_addr=addr,
+                master_port=port,
+            )
+            for r in range(le.num_learners)
+        ]
+
+    def _all(self, method: str, *args: Any, **kwargs: Any) -> list[Any]:
+        import ray
+
+        return ray.get([getattr(r, method).remote(*args, **kwargs) for r in self.ranks])
+
+    def train_step(self, batch: TrainBatch) -> dict[str, float]:
+        """Every rank takes rows rank::M of each mini-batch; stats are rank means."""
+        import ray
+
+        m = len(self.ranks)
+        shards = [batch.rows(_rank_rows(len(batch), r, m)) for r in range(m)]
+        return ray.get([r.train_step.remote(s) for r, s in zip(self.ranks, shards, strict=True)])[0]
+
+    def weights_ref(self) -> Any:
+        """An object ref to rank 0's full weights; every rank is called, as all join a
+        ZeRO-3 gather (the others return nothing)."""
+        return [r.weights.remote() for r in self.ranks][0]
+
+    def logprobs(self, token_ids: list[int]) -> list[float]:
+        return self._all("logprobs", token_ids)[0]
+
+    def save(self, url: str, tag: str) -> None:
+        self._all("save", url, tag)
+
+    def load(self, url: str, tag: str) -> None:
+        self._all("load", url, tag)
+
+    def export_hf(self, url: str, tokenizer_dir: str) -> str:
+        return self._all("export_hf", url, tokenizer_dir)[0]
+
+    def close(self) -> None:
+        import ray
+
+        for r in self.ranks:
+            ray.kill(r)
+
+
+def _rank_rows(n: int, rank: int, world: int) -> np.ndarray:
+    """Rows of ``rank``: the learner splits its rows into mini-batches in order, so rank
+    r takes rows r, r + M, ... of each global mini-batch-sized chunk (same count each)."""
+    return np.arange(rank, n, world)
+
+
+def _free_port_on_node() -> tuple[str, int]:
+    import socket
+
+    import ray
+
+    with socket.socket() as s:
+        s.bind(("", 0))
+        port = s.getsockname()[1]
+    return ray.util.get_node_ip_address(), port
+
+
+def _rendezvous_address(pg: Any, bundle: int) -> tuple[str, int]:
+    """Address and a free port on the node of learner rank 0's bundle."""
+    import ray
+
+    task = ray.remote(num_cpus=0)(_free_port_on_node)
+    return ray.get(task.options(scheduling_strategy=_in_bundle(pg, bundle)).remote())
+
+
+class RLWorkers:
+    """The placement group, the engines and the learner group of one run, and the weight
+    sync between them. Build once, use for many steps (and, in tests, several runs)."""
+
+    def __init__(self, recipe: Recipe, model_dir: str) -> None:
+        self.recipe = recipe
+        self.pg = build_placement_group(recipe)
+        try:
+            self.rollout = RolloutGroup(self.pg, recipe, model_dir)
+            self.learners = LearnerGroup(self.pg, recipe, model_dir)
+        except BaseException:
+            self.close()
+            raise
+
+    def sync_weights(self, version: int) -> float:
+        """Push the learner's weights to every engine; seconds taken."""
+        t0 = time.perf_counter()
+        self.rollout.load_weights(
+            self.learners.weights_ref(), version, timeout_s=self.recipe.rl.weight_sync_timeout_s
+        )
+        return time.perf_counter() - t0
+
+    def close(self) -> None:
+        import ray
+
+        for group in ("rollout", "learners"):
+            if hasattr(self, group):
+                getattr(self, group).close()
+        ray.util.remove_placement_group(self.pg)

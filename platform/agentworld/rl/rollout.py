@@ -1,0 +1,145 @@
+"""A vLLM rollout engine: generates G predictions per prompt and takes new weights.
+
+vLLM V1 runs the model in an EngineCore process (and a worker process under it), so
+new weights cannot be copied into the module from here. The tensors (checkpoint names
+and layout) are written as safetensors to a node-local directory (``/dev/shm`` where
+there is one) and every worker is told over ``collective_rpc`` to load them into the
+running model (``WeightSyncExtension``, vLLM's worker-extension hook); the prefix cache,
+computed with the old weights, is dropped; the engine's weight version is set and read
+back. Used as a Ray actor by ``agentworld.rl.placement``; knows nothing of Ray.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from typing import Any
+
+from agentworld.rl.config import RolloutConfig
+
+
+@dataclass(frozen=True, kw_only=True)
+class Completion:
+    token_ids: tuple[int, ...]
+    """Generated tokens, the end-of-turn token included when generation stopped on it."""
+    text: str
+    """Decoded text with special tokens kept (tags), end-of-turn token removed."""
+    finished: bool
+    """True when generation stopped by itself, False when cut at max_new_tokens."""
+
+
+def _shm_dir() -> str:
+    base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+    return tempfile.mkdtemp(prefix="agentworld-weights-", dir=base)
+
+
+class WeightSyncExtension:
+    """Methods added to every vLLM worker (``worker_extension_cls``)."""
+
+    def load_weights_from(self, path: str) -> int:
+        """vLLM's in-place reload from ``path``, then the CPU MoE repack it skips.
+
+        On a weight update vLLM (0.32) copies the new expert weights into the existing
+        tensors but runs the CPU experts' prepack (their grouped-GEMM layout) only on
+        the first load, so the CPU build would compute with unpacked weights. Returns
+        the number of MoE layers repacked."""
+        self.reload_weights(weights_path=path)  # type: ignore[attr-defined]
+        return _repack_cpu_experts(self.model_runner.get_model())  # type: ignore[attr-defined]
+
+
+def _repack_cpu_experts(model: Any) -> int:
+    from vllm.model_executor.layers.fused_moe.experts.cpu_moe import CPUUnquantizedExperts
+
+    n = 0
+    for module in model.modules():
+        kernel = getattr(getattr(module, "quant_method", None), "moe_kernel", None)
+        experts = getattr(kernel, "fused_experts", None)
+        if isinstance(experts, CPUUnquantizedExperts):
+            experts.process_weights_after_loading(module)
+            n += 1
+    return n
+
+
+class RolloutEngine:
+    def __init__(self, model_dir: str, cfg: RolloutConfig, *, seed: int = 0) -> None:
+        from vllm import LLM
+
+        from agentworld.model import local_model_dir
+
+        self.cfg = cfg
+        self.llm = LLM(
+            model=local_model_dir(model_dir),
+            dtype=cfg.dtype,
+            enforce_eager=cfg.enforce_eager,
+            gpu_memory_utilization=cfg.gpu_memory_utilization,
+            max_model_len=cfg.max_model_len,
+            tensor_parallel_size=cfg.tensor_parallel_size,
+            seed=seed,
+            worker_extension_cls=f"{__name__}.WeightSyncExtension",
+        )
+        self.tokenizer = self.llm.get_tokenizer()
+        self._weights_dir = _shm_dir()
+        self.llm.llm_engine.set_weight_version("0")
+
+    def generate(
+        self, prompts: list[list[int]], *, n: int, seed: int, max_new_tokens: int | None = None
+    ) -> list[list[Completion]]:
+        """``n`` sampled completions per prompt (token ids in, so that the learner sees
+        exactly the tokens the engine saw)."""
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        params = [
+            SamplingParams(
+                n=n,
+                temperature=self.cfg.temperature,
+                top_p=self.cfg.top_p,
+                max_tokens=max_new_tokens or self.cfg.max_new_tokens,
+                seed=seed + i,
+                skip_special_tokens=False,
+            )
+            for i in range(len(prompts))
+        ]
+        outs = self.llm.generate(
+            [TokensPrompt(prompt_token_ids=list(p)) for p in prompts], params, use_tqdm=False
+        )
+        return [[self._completion(o) for o in out.outputs] for out in outs]
+
+    def _completion(self, o: Any) -> Completion:
+        eos = self.tokenizer.eos_token or ""
+        text = o.text[: -len(eos)] if eos and o.text.endswith(eos) else o.text
+        return Completion(
+            token_ids=tuple(o.token_ids), text=text, finished=o.finish_reason == "stop"
+        )
+
+    def load_weights(self, state: dict[str, Any], version: int) -> int:
+        """Load ``state`` (checkpoint-format names -> tensors) into the running model and
+        return the weight version the engine reports afterwards."""
+        from safetensors.torch import save_file
+
+        path = os.path.join(self._weights_dir, "model.safetensors")
+        save_file({k: v.contiguous() for k, v in state.items()}, path)
+        self.llm.collective_rpc("load_weights_from", args=(self._weights_dir,))
+        os.remove(path)
+        self.llm.reset_prefix_cache()  # cached prompt KV was computed with the old weights
+        self.llm.llm_engine.set_weight_version(str(version))
+        return self.weight_version()
+
+    def weight_version(self) -> int:
+        return int(self.llm.llm_engine.get_weight_version())
+
+    def prompt_logprobs(self, token_ids: list[int]) -> list[float]:
+        """log p(token t | tokens < t) for t >= 1, as the engine computes it."""
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        params = SamplingParams(max_tokens=1, prompt_logprobs=0, temperature=1.0)
+        out = self.llm.generate([TokensPrompt(prompt_token_ids=token_ids)], params, use_tqdm=False)
+        lps = out[0].prompt_logprobs[1:]
+        return [d[tok].logprob for d, tok in zip(lps, token_ids[1:], strict=True)]
+
+    def close(self) -> None:
+        shutil.rmtree(self._weights_dir, ignore_errors=True)
+        self.llm.llm_engine.engine_core.shutdown()

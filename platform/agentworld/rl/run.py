@@ -1,0 +1,116 @@
+"""One RL run, end to end: load and tokenize the contexts, start (or take) the workers,
+resume from the newest checkpoint, train, export the policy as an HF checkpoint under
+``<out>/hf/`` and write the manifest. A rerun of a finished run does nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentworld.recipes.config import Recipe
+
+
+def prepare_contexts(data_url: str, tokenizer: Any, recipe: Recipe, out_url: str) -> list[Any]:
+    """Valid, tokenized contexts; bad rows and over-long prompts go to quarantine/."""
+    from agentworld.io import join, write_jsonl
+    from agentworld.rl.data import load_contexts, tokenize_contexts
+
+    loaded = load_contexts(data_url)
+    contexts = tokenize_contexts(
+        loaded.contexts,
+        tokenizer,
+        max_prompt_tokens=recipe.rl.rollout.max_prompt_tokens,
+        result=loaded,
+    )
+    if loaded.rejected:
+        write_jsonl(join(out_url, "quarantine", "contexts.jsonl"), loaded.rejected)
+    if not contexts:
+        raise ValueError(f"--data {data_url}: no usable contexts ({len(loaded.rejected)} rejected)")
+    print(f"[rl] {len(contexts)} contexts, {len(loaded.rejected)} rejected", flush=True)
+    return contexts, len(loaded.rejected)
+
+
+def run_rl(
+    *,
+    data_url: str,
+    init_url: str,
+    out_url: str,
+    recipe: Recipe,
+    workers: Any = None,
+    stop_after: int | None = None,
+) -> dict[str, Any]:
+    """Train to ``recipe.rl.max_steps`` (or stop early after step ``stop_after``, as a
+    killed run would). ``workers``: an ``RLWorkers`` to reuse, holding the weights of
+    ``init_url`` or of this run's newest checkpoint; by default one is started and closed."""
+    from agentworld.io import is_complete, join, read_manifest
+    from agentworld.model import load_tokenizer
+    from agentworld.rl import checkpoint
+    from agentworld.rl.loop import Trainer
+    from agentworld.rl.metrics import MetricsLog
+    from agentworld.rl.placement import RLWorkers
+    from agentworld.rl.rewards import build_rewards
+
+    if is_complete(out_url):
+        print(f"[rl] {out_url} is complete; nothing to do", flush=True)
+        return read_manifest(out_url)
+    rl = recipe.rl
+    tokenizer = load_tokenizer(init_url)
+    contexts, rejected = prepare_contexts(data_url, tokenizer, recipe, out_url)
+    rewards = build_rewards(rl)
+    own = workers is None
+    workers = workers or RLWorkers(recipe, init_url)
+    log = None
+    try:
+        start = checkpoint.latest_step(out_url)
+        if start:
+            checkpoint.load(workers, out_url, start)
+            workers.sync_weights(start)
+            print(f"[rl] resumed from step {start}", flush=True)
+        log = MetricsLog(out_url, config=recipe, start_step=start, use_wandb=rl.wandb)
+        trainer = Trainer(
+            recipe=recipe,
+            workers=workers,
+            contexts=contexts,
+            rewards=rewards,
+            pad_id=tokenizer.pad_token_id,
+            log=log,
+            checkpoint=lambda step: checkpoint.save(
+                workers, out_url, step, keep=rl.keep_checkpoints, state={"contexts": len(contexts)}
+            ),
+        )
+        end = rl.max_steps if stop_after is None else min(stop_after, rl.max_steps)
+        trainer.run(start, end)
+        if end < rl.max_steps:
+            return {"status": "stopped", "step": end}
+        hf = workers.learners.export_hf(join(out_url, "hf"), init_url)
+    finally:
+        if log is not None:
+            log.close()
+        if own:
+            workers.close()
+    return _finish(out_url, data_url, init_url, recipe, log.rows, len(contexts), rejected, hf)
+
+
+def _finish(out_url, data_url, init_url, recipe, rows, n_contexts, rejected, hf) -> dict[str, Any]:
+    from agentworld.io import join, write_manifest
+
+    first, last = rows[0], rows[-1]
+    return write_manifest(
+        out_url,
+        stage="rl",
+        inputs={"data": data_url, "init": init_url},
+        config=recipe,
+        counts={
+            "steps": len(rows),
+            "contexts": n_contexts,
+            "rejected_contexts": rejected,
+            "predictions": len(rows) * recipe.rl.contexts_per_step * recipe.rl.group_size,
+            "excluded_predictions": sum(r["predictions/excluded"] for r in rows),
+            "reward_first": first["reward/total"],
+            "reward_last": last["reward/total"],
+        },
+        outputs={
+            "hf": hf,
+            "metrics": join(out_url, "metrics.jsonl"),
+            "checkpoints": join(out_url, "checkpoints"),
+        },
+    )

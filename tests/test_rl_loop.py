@@ -1,0 +1,178 @@
+"""RL on real components: vLLM (CPU build) rollout engines and a DeepSpeed learner as
+Ray actors in a placement group, on contexts from the collected corpus.
+
+One set of workers serves the module (starting vLLM and DeepSpeed is the cost): a short
+run that is stopped and resumed from its checkpoint and raises the mean rule reward,
+the weight sync checked against the learner's log-probabilities, and the job's CLI.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+from agentworld.recipes import ConfigError, get_recipe
+from agentworld.rl.config import LearnerConfig, RewardSpec, RLConfig, RolloutConfig
+
+pytestmark = pytest.mark.slow
+
+STEPS, STOP = 12, 6
+RL = RLConfig(
+    contexts_per_step=4,
+    group_size=8,
+    max_steps=STEPS,
+    seed=0,
+    rewards=(
+        RewardSpec(name="format", weight=0.5),
+        RewardSpec(name="char_f1", weight=0.5),
+        RewardSpec(name="fixed_lines", weight=0.2),
+        RewardSpec(name="json", weight=0.2),
+    ),
+    rollout=RolloutConfig(max_new_tokens=24, max_prompt_tokens=512, max_model_len=1024),
+    learner=LearnerConfig(learning_rate=2e-2),
+    checkpoint_every=3,
+    keep_checkpoints=2,
+)
+
+
+@pytest.fixture(scope="module")
+def rl_inputs(collected_corpus, tmp_path_factory):
+    """Per-turn samples of the collected corpus in prepare's layout, and a tiny MoE
+    whose tokenizer is trained on that corpus (as prepare trains it)."""
+    from agentworld.io import read_records
+    from agentworld.model import build_tiny_checkpoint
+    from agentworld.rl.data import write_samples
+
+    records = read_records(collected_corpus).records
+    root = tmp_path_factory.mktemp("rl")
+    write_samples(str(root / "data"), records)
+    texts = [t.environment for t in records]
+    texts += [x for t in records for turn in t.turns for x in (turn.action, turn.observation)]
+    build_tiny_checkpoint(texts, str(root / "init"))
+    return str(root / "data"), str(root / "init"), root
+
+
+@pytest.fixture(scope="module")
+def recipe():
+    return dataclasses.replace(get_recipe("debug_cpu"), rl=RL)
+
+
+@pytest.fixture(scope="module")
+def workers(ray_cluster, rl_inputs, recipe):
+    from agentworld.rl.placement import RLWorkers
+
+    w = RLWorkers(recipe, rl_inputs[1])
+    yield w
+    w.close()
+
+
+def _probe(tokenizer) -> list[int]:
+    """A fixed prompt plus answer, as token ids."""
+    messages = [
+        {"role": "system", "content": "A bash shell in /home/agent."},
+        {"role": "user", "content": "ls"},
+        {"role": "assistant", "content": "notes.txt  logs\nagent@sandbox:~$ "},
+    ]
+    return tokenizer(tokenizer.apply_chat_template(messages, tokenize=False))["input_ids"]
+
+
+def test_short_run_resumes_and_raises_the_rule_reward(rl_inputs, recipe, workers):
+    from agentworld.io import read_manifest
+    from agentworld.model import load_tokenizer
+    from agentworld.rl import checkpoint
+    from agentworld.rl.learner import TrainBatch
+    from agentworld.rl.run import run_rl
+
+    data, init, root = rl_inputs
+    out = str(root / "run")
+    stopped = run_rl(
+        data_url=data, init_url=init, out_url=out, recipe=recipe, workers=workers, stop_after=STOP
+    )
+    assert stopped == {"status": "stopped", "step": STOP}
+    assert checkpoint.complete_steps(out) == [3, 6]
+
+    # The checkpoint really restores the learner: disturb it, load, compare.
+    probe = _probe(load_tokenizer(init))
+    saved = np.array(workers.learners.logprobs(probe))
+    rng = np.random.default_rng(0)
+    junk = TrainBatch(
+        input_ids=rng.integers(0, 200, (8, 16)),
+        attention_mask=np.ones((8, 16), dtype=np.int8),
+        loss_mask=np.ones((8, 15), dtype=np.float32),
+        advantages=np.linspace(-1, 1, 8).astype(np.float32),
+    )
+    workers.learners.train_step(junk)
+    assert np.abs(np.array(workers.learners.logprobs(probe)) - saved).max() > 1e-3
+    checkpoint.load(workers, out, STOP)
+    np.testing.assert_allclose(workers.learners.logprobs(probe), saved, atol=1e-6)
+
+    manifest = run_rl(data_url=data, init_url=init, out_url=out, recipe=recipe, workers=workers)
+    rows = [json.loads(line) for line in open(f"{out}/metrics.jsonl")]
+    assert [r["step"] for r in rows] == list(range(STEPS))
+    rules = [r["reward/rules"] for r in rows]
+    first, last = float(np.mean(rules[:3])), float(np.mean(rules[-3:]))
+    print(f"\nmean rule reward per step: {[round(x, 3) for x in rules]}")
+    print(f"first 3 steps {first:.3f} -> last 3 steps {last:.3f}")
+    for key in ("reward/format", "reward/char_f1", "rollout/response_len", "learner/entropy"):
+        print(f"{key}: {rows[0][key]:.3f} -> {rows[-1][key]:.3f}")
+    print(f"weight sync share of step time: {np.mean([r['time/sync_share'] for r in rows]):.1%}")
+    assert last > first
+    for key in ("adv/std", "learner/kl", "learner/entropy", "time/rollout_s", "time/sync_s"):
+        assert all(key in r for r in rows)
+    assert manifest["status"] == "complete" and manifest["counts"]["steps"] == STEPS
+    assert read_manifest(out)["outputs"]["hf"].endswith("hf")
+    assert checkpoint.complete_steps(out) == [9, 12]  # keep_checkpoints=2
+
+
+def test_weight_sync_is_real(rl_inputs, workers):
+    """After an update, the engine's log-probabilities of a fixed text match the
+    learner's and differ from the engine's before the update."""
+    from agentworld.model import load_tokenizer
+    from agentworld.rl.learner import TrainBatch
+
+    probe = _probe(load_tokenizer(rl_inputs[1]))
+    before = np.array(workers.rollout.prompt_logprobs(probe)[0])
+    np.testing.assert_allclose(before, workers.learners.logprobs(probe), atol=2e-3)
+    ids = np.array([probe] * 4)
+    mask = np.zeros((4, len(probe) - 1), dtype=np.float32)
+    mask[:, -8:] = 1.0
+    batch = TrainBatch(
+        input_ids=ids,
+        attention_mask=np.ones_like(ids, dtype=np.int8),
+        loss_mask=mask,
+        advantages=np.array([1.0, 1.0, -1.0, 1.0], dtype=np.float32),
+    )
+    workers.learners.train_step(batch)
+    learner = np.array(workers.learners.logprobs(probe))
+    seconds = workers.sync_weights(1000)
+    assert workers.rollout.versions() == [1000]
+    after = np.array(workers.rollout.prompt_logprobs(probe)[0])
+    print(
+        f"\nsync {seconds:.2f}s; engine vs learner after: {np.abs(after - learner).max():.2e}; "
+        f"engine change: {np.abs(after - before).max():.2e}"
+    )
+    np.testing.assert_allclose(after, learner, atol=2e-3)
+    assert np.abs(after - before).max() > 1e-2
+
+
+def test_job_cli(rl_inputs, capsys):
+    """Bad config fails before any work; a finished run does nothing on rerun."""
+    import importlib.util
+
+    from tests.conftest import ROOT
+
+    spec = importlib.util.spec_from_file_location("rl_job", ROOT / "jobs" / "rl.py")
+    job = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(job)
+
+    data, init, root = rl_inputs
+    with pytest.raises(ConfigError, match="rl.max_steps"):
+        job.main(["--data", data, "--init", init, "--out", str(root / "x"), "--max-steps", "0"])
+    with pytest.raises(SystemExit, match="--init"):
+        job.main(["--data", data, "--init", str(root / "missing"), "--out", str(root / "x")])
+    assert not (root / "x").exists()
+    assert job.main(["--data", data, "--init", init, "--out", str(root / "run")]) == 0
+    assert "complete; nothing to do" in capsys.readouterr().out
