@@ -16,7 +16,7 @@ from agentworld.deploy.validate import overlay_dirs, validate
 
 ROOT = Path(__file__).resolve().parents[1]
 CRDS = default_crd_dir(ROOT)
-STAGES_DEPLOYED = {"collect", "prepare", "cpt", "sft", "evaluate"}
+STAGES_DEPLOYED = {"collect", "prepare", "cpt", "sft", "rl", "evaluate"}
 
 
 @pytest.fixture
