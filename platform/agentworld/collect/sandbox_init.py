@@ -24,6 +24,8 @@ import sys
 _SYS_CREATE, _SYS_ADD_RULE, _SYS_RESTRICT = 444, 445, 446  # x86_64 and aarch64 alike
 _PR_SET_NO_NEW_PRIVS = 38
 _MS_BIND, _MS_REC, _MS_NOSUID, _MS_NODEV = 4096, 16384, 2, 4
+_MS_RDONLY, _MS_REMOUNT = 1, 32
+_HIDDEN = ("/home", "/tmp")
 
 _EXECUTE, _WRITE_FILE, _READ_FILE, _READ_DIR = 1, 2, 4, 8
 _READ = _EXECUTE | _READ_FILE | _READ_DIR
@@ -56,14 +58,28 @@ def _mount(source: str, target: str, fstype: str | None, flags: int, data: str |
         _fail(f"mount {target}: {os.strerror(ctypes.get_errno())}")
 
 
-def setup_mounts(work_dir: str, tmp_size: str) -> None:
+def setup_mounts(work_dir: str, tmp_size: str, read_paths: list[str]) -> None:
     """Hide /home and /tmp behind private tmpfs; the host work dir becomes /home/agent.
-    The bind comes before /tmp is covered, since the host dir usually lives in /tmp."""
+    The bind comes before /tmp is covered, since the host dir usually lives in /tmp.
+    Read paths that live under /home or /tmp (a checkout's virtual environment, say)
+    are held open across the covering and bound back read-only at the same place."""
     flags = _MS_NOSUID | _MS_NODEV
+    kept = [
+        (p, os.open(p, os.O_PATH)) for p in read_paths if _under_hidden(p) and os.path.exists(p)
+    ]
     _mount("tmpfs", "/home", "tmpfs", flags, "size=1m,mode=755")
     os.mkdir("/home/agent")
     _mount(work_dir, "/home/agent", None, _MS_BIND | _MS_REC, None)
     _mount("tmpfs", "/tmp", "tmpfs", flags, f"size={tmp_size},mode=1777")
+    for path, fd in kept:
+        os.makedirs(path, exist_ok=True)
+        _mount(f"/proc/self/fd/{fd}", path, None, _MS_BIND | _MS_REC, None)
+        _mount("none", path, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY, None)
+        os.close(fd)
+
+
+def _under_hidden(path: str) -> bool:
+    return any(path == h or path.startswith(h + "/") for h in _HIDDEN)
 
 
 def _abi() -> int:
@@ -137,7 +153,11 @@ def main(argv: list[str]) -> None:
         _fail("usage: sandbox_init.py SPEC_JSON -- PROGRAM [ARGS...]")
     spec = json.loads(argv[0])
     program = argv[2:]
-    setup_mounts(spec["work_dir"], spec.get("tmp_size", "64m"))
+    setup_mounts(
+        spec["work_dir"],
+        spec.get("tmp_size", "64m"),
+        [os.path.realpath(p) for p in spec.get("read_paths", [])],
+    )
     set_limits(spec)
     restrict(list(spec.get("read_paths", [])), ["/home/agent", "/tmp"])
     os.chdir("/home/agent")
