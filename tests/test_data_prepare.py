@@ -52,21 +52,28 @@ def _job(inputs, out, eval_sets=(), **data):
 
 @pytest.fixture(scope="module")
 def prepared(ray_cluster, collected_corpus, tmp_path_factory):
-    """One full run: the collected corpus, a shard of bad records, an evaluation set
-    made of two collected trajectories (AgentWorldBench rows)."""
+    """One full run: the collected corpus; a shard where bad records are mixed with
+    copies of three collected trajectories; an evaluation set made of two collected
+    trajectories (AgentWorldBench rows)."""
+    import dataclasses
+
     from agentworld.data.pipeline import prepare
 
     root = tmp_path_factory.mktemp("prepare")
-    (root / "bad").mkdir()
-    (root / "bad" / "part-00000.jsonl").write_text("\n".join(BAD_LINES) + "\n")
     collected = read_records(collected_corpus).records
     leaked = [collected[0], collected[len(collected) // 2]]
+    copies = [dataclasses.replace(t, id=f"copy-{t.id}") for t in collected[1:4]]
+    lines = [t.to_json() for t in copies]
+    for i, bad in enumerate(BAD_LINES):
+        lines.insert(2 * i, bad)
+    (root / "mixed").mkdir()
+    (root / "mixed" / "part-00000.jsonl").write_text("\n".join(lines) + "\n")
     write_jsonl(
         str(root / "eval" / "awb.jsonl"), [r for t in leaked for r in trajectory_to_rows(t)]
     )
     out = str(root / "out")
     log: list[str] = []
-    job = _job([collected_corpus, str(root / "bad")], out, [str(root / "eval")])
+    job = _job([collected_corpus, str(root / "mixed")], out, [str(root / "eval")])
     report = prepare(job, log=log.append)
     return {
         "job": job,
@@ -75,6 +82,7 @@ def prepared(ray_cluster, collected_corpus, tmp_path_factory):
         "log": log,
         "collected": collected,
         "leaked": leaked,
+        "copies": copies,
     }
 
 
@@ -90,8 +98,9 @@ def test_counts_are_conserved_per_domain_and_source(prepared):
         for key, c in report[table].items():
             assert c["read"] == sum(c[s] for s in states), (table, key, c)
     totals = report["totals"]
-    assert totals["read"] == len(prepared["collected"]) + len(BAD_LINES)
+    assert totals["read"] == len(prepared["collected"]) + len(prepared["copies"]) + len(BAD_LINES)
     assert totals["quarantined"] == len(BAD_LINES)
+    assert totals["exact_duplicate"] >= len(prepared["copies"])
     assert totals["contaminated"] >= len(prepared["leaked"])
     quarantine = pa.concat_tables(
         [read_parquet(s) for s in list_shards(join(prepared["out"], "quarantine"))]

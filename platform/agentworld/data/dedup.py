@@ -12,7 +12,6 @@ The algorithms are plain functions in exact.py, lsh.py, components.py, survivor.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -169,11 +168,11 @@ def candidate_edges(exact, shingles, cfg: DataConfig, stats: DedupStats):
     shingle_rows = _map(shingles, _as_shingle_rows)
     first = _groups(_map(pairs, _as_pair_rows).union(shingle_rows), "key", lsh.attach_first)
     scored = _groups(first.union(shingle_rows), "key", lsh.verify_second).materialize()
-    edges = _map(scored, _passing, threshold=cfg.near_dup_threshold).materialize()
+    # The graph is much smaller than the corpus: few blocks make each later shuffle cheap.
+    passing = _map(scored, _passing, threshold=cfg.near_dup_threshold)
+    edges = passing.repartition(cfg.num_workers).materialize()
     stats.candidate_pairs, stats.verified_pairs = scored.count(), edges.count()
-    # The graph is much smaller than the corpus: fewer blocks make each later shuffle cheap.
-    blocks = max(1, min(cfg.num_workers, math.ceil(stats.verified_pairs / cfg.block_records)))
-    return edges.repartition(blocks).materialize()
+    return edges
 
 
 def connected_components(edges, stats: DedupStats, log: Log):
