@@ -20,7 +20,10 @@ import dataclasses
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "platform"))
+PLATFORM = os.path.abspath(
+    os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "platform")
+)
+sys.path.insert(0, PLATFORM)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -77,11 +80,12 @@ def main(argv: list[str] | None = None) -> int:
     job = build_job(args)
     import ray
 
-    from agentworld.data.pipeline import prepare
+    from agentworld.data.pipeline import check_inputs, prepare
 
+    check_inputs(job)  # before any cluster starts
     started = not ray.is_initialized()
-    if started:
-        ray.init()
+    if started:  # joins the cluster of RAY_ADDRESS (ray job submit) or starts a local one
+        ray.init(runtime_env={"env_vars": {"PYTHONPATH": PLATFORM}})
     try:
         report = prepare(job)
     finally:

@@ -244,3 +244,30 @@ def test_data_config_errors_name_the_field():
     with pytest.raises(ConfigError, match="data.num_workers"):
         DataConfig(num_workers=0)
     assert DataConfig(lsh_bands=16, lsh_rows=8).lsh_shape() == (16, 8)
+
+
+def test_prepare_job_rejects_bad_config_and_missing_inputs_before_any_work(tmp_path):
+    import importlib.util
+    from pathlib import Path
+
+    from agentworld.data.pipeline import check_inputs
+
+    path = Path(__file__).resolve().parents[1] / "jobs" / "prepare.py"
+    spec = importlib.util.spec_from_file_location("prepare_job", path)
+    cli = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cli)
+    out = str(tmp_path / "out")
+
+    def build(*extra: str):
+        return cli.build_job(cli.parse_args(["--input", str(tmp_path), "--out", out, *extra]))
+
+    with pytest.raises(ConfigError, match="data.bogus"):
+        build("--data", "bogus=1")
+    with pytest.raises(ConfigError, match="data.eval_fraction"):
+        build("--data", "eval_fraction=1.5")
+    with pytest.raises(ConfigError, match="recipe"):
+        build("--recipe", "nope")
+    assert build("--data", "near_dup_threshold=0.9").data.near_dup_threshold == 0.9
+    with pytest.raises(FileNotFoundError, match="eval set .*missing"):
+        check_inputs(build("--eval-sets", str(tmp_path / "missing")))
+    assert not (tmp_path / "out").exists()

@@ -124,6 +124,7 @@ def prepare(job: PrepareJob, *, log: Callable[[str], None] = print) -> dict[str,
     from agentworld.data.ray_env import data_context, storage_options_for
     from agentworld.io import is_complete
 
+    check_inputs(job)
     run = RunDir(job.out, storage_options_for(job.out))
     if is_complete(job.out, **run.storage_options):
         run.check_fingerprint(job)
@@ -142,6 +143,17 @@ def prepare(job: PrepareJob, *, log: Callable[[str], None] = print) -> dict[str,
                 progress(stage, "already done")
             state[stage] = result
     return stages.finish(job, run, state, progress)
+
+
+def check_inputs(job: PrepareJob) -> None:
+    """Every input and evaluation set exists: fail before any work, naming the URL."""
+    from agentworld.data.ray_env import storage_options_for
+    from agentworld.io import exists
+
+    for kind, urls in (("input", job.inputs), ("eval set", job.eval_sets)):
+        for url in urls:
+            if not exists(url, **storage_options_for(url)):
+                raise FileNotFoundError(f"{kind} {url!r} does not exist")
 
 
 def _read(url: str, storage_options: dict[str, Any]) -> bytes:
