@@ -206,10 +206,24 @@ def test_s3_run_killed_then_resumed_has_no_duplicate_or_missing_samples(
     ray_cluster, s3_bucket, tmp_path
 ):
     """jobs/prepare.py reads from and writes to the S3 server; it is killed (SIGKILL)
-    right after its first stage, then the run is resumed and completed."""
+    right after its first stage, then the run is resumed and completed. One record has
+    a custom domain, registered in every worker through the config."""
     from agentworld.data.pipeline import prepare
+    from agentworld.schema import Trajectory, Turn, register_domain, unregister_domain
 
     corpus = synthetic_corpus(40, seed=4, n_exact=5, n_near=5, n_far=3, n_families=1)
+    register_domain("robotics")
+    try:
+        robot = Trajectory(
+            id="robot-1",
+            domain="robotics",
+            source="lab",
+            environment="A robot arm over three bins; gripper open.",
+            turns=(Turn(action="move_to(bin=3)", observation="arm at bin 3, gripper open"),),
+        )
+        corpus.records.append(robot)
+    finally:
+        unregister_domain("robotics")
     raw, out = f"{s3_bucket}/raw", f"{s3_bucket}/prepared"
     write_jsonl(join(raw, "part-00000.jsonl"), corpus.records)
     fs, path = get_fs(join(raw, "part-00001.jsonl"))
@@ -224,6 +238,8 @@ def test_s3_run_killed_then_resumed_has_no_duplicate_or_missing_samples(
         out,
         "--data",
         "progress_bars=False",
+        "--data",
+        "custom_domains=('robotics',)",
     ]
     proc = subprocess.Popen(
         cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
@@ -234,8 +250,9 @@ def test_s3_run_killed_then_resumed_has_no_duplicate_or_missing_samples(
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     assert read_manifest(out) is None  # killed before the end
-    report = prepare(_job([raw], out))
+    report = prepare(_job([raw], out, custom_domains=("robotics",)))
     n_read = len(corpus.records) + len(BAD_LINES)
+    assert report["by_domain"]["robotics"]["kept"] == 1
     assert report["totals"]["read"] == n_read and read_manifest(out)["status"] == "complete"
     samples = pa.concat_tables([read_parquet(s) for s in list_shards(join(out, "samples", "sft"))])
     keys = list(

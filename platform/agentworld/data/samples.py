@@ -83,9 +83,14 @@ def tokenize_block(
     seq_len: int,
     truncation: str,
     eval_threshold: float,
+    custom_domains: tuple[str, ...] = (),
 ) -> pa.Table:
     """SAMPLE_SCHEMA rows for a block of kept records (dropped samples carry a reason
     and no tokens)."""
+    from agentworld.schema import register_domain
+
+    for name in custom_domains:  # records are validated again when parsed here
+        register_domain(name)
     tokenizer = load_tokenizer(tokenizer_url, storage_options)
     layout = _layout(tokenizer)
     trajs = [Trajectory.from_json(r) for r in block.column("record").to_pylist()]

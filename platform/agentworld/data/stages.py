@@ -214,6 +214,7 @@ def run_tokenize(job: PrepareJob, run: RunDir, state: State, progress: Progress)
             "seq_len": job.recipe.train.seq_len,
             "truncation": job.data.sft_truncation,
             "eval_threshold": state["count"]["eval_threshold"],
+            "custom_domains": job.data.custom_domains,
         },
     )
     write_staging(samples, run.url("_work", "samples"), run.storage_options)
