@@ -301,7 +301,7 @@ def finish(job: PrepareJob, run: RunDir, state: State, progress: Progress) -> di
         json.dumps(report, indent=2, sort_keys=True).encode(),
         **run.storage_options,
     )
-    progress("samples", "report:\n" + format_table(report))
+    progress("report", "per domain/source:\n" + format_table(report))
     outputs = {
         name: run.url(name)
         for name in ("tokenizer", "packed", "samples", "quarantine", "duplicates", "contaminated")
