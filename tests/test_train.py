@@ -4,14 +4,19 @@ checkpoint on the uninterrupted run's loss curve, the export generates through
 transformers and vLLM, bad recipes fail before any worker starts.
 
 One short CPT run (module fixture) serves several tests; the failure run repeats it
-with a worker killed; SFT starts from its export."""
+with a worker killed; SFT starts from its export. Bad recipes and inputs are covered
+without Ray in test_train_units.py."""
 
 from __future__ import annotations
 
 import dataclasses
 import os
 
+import numpy as np
+import pytest
+
 from agentworld.recipes import TrainConfig, debug_cpu
+from tests.helpers import sample_trajectories
 
 SEQ_LEN = 256
 
@@ -33,7 +38,7 @@ def short_recipe():
     return dataclasses.replace(debug_cpu(), name="debug_cpu_test", train=train)
 
 
-# --- test-only stand-in for the prepare stage's packed output ---------------------
+# --- a small stand-in for the prepare stage's packed output (unit tests) -----------
 
 
 def _cpt_document(traj, tok) -> tuple[list[int], list[int]]:
@@ -113,3 +118,277 @@ def write_packed(out: str, trajectories, tok, seq_len: int = SEQ_LEN) -> str:
                 pa.table(rows, schema=schema), os.path.join(directory, "part-00000.parquet")
             )
     return out
+
+
+# --- one short CPT run, shared ------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def packed_data(ray_cluster, collected_corpus, tmp_path_factory):
+    """The prepare stage's output for the collected corpus, packed at the test recipe's
+    length, a fifth of the trajectories held out."""
+    from agentworld.data.pipeline import PrepareJob, prepare
+
+    recipe = short_recipe()
+    data = dataclasses.replace(recipe.data, eval_fraction=0.2, progress_bars=False)
+    out = str(tmp_path_factory.mktemp("prepared"))
+    prepare(
+        PrepareJob(
+            inputs=(collected_corpus,), out=out, recipe=dataclasses.replace(recipe, data=data)
+        )
+    )
+    return out
+
+
+def _run(stage: str, data: str, out: str, *, init: str | None = None, on_event=None):
+    from agentworld.train.job import TrainJob
+    from agentworld.train.stage import run_stage
+
+    lines: list[str] = []
+    job = TrainJob(stage=stage, data=data, out=out, recipe=short_recipe(), init=init)
+    return run_stage(job, log=lines.append, on_event=on_event), lines
+
+
+@pytest.fixture(scope="module")
+def cpt_run(ray_cluster, packed_data, tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("cpt"))
+    manifest, lines = _run("cpt", packed_data, out)
+    return out, manifest, lines
+
+
+def _steps(d: dict) -> dict[int, float]:
+    return {int(k): v for k, v in d.items()}
+
+
+@pytest.mark.slow
+def test_cpt_heldout_loss_falls_and_the_run_is_recorded(cpt_run, packed_data):
+    out, manifest, lines = cpt_run
+    counts = manifest["counts"]
+    evals = _steps(counts["eval_loss"])
+    assert sorted(evals) == [0, 8, 16, 24] and counts["steps"] == 24
+    assert evals[24] < evals[16] < evals[8] < evals[0]
+    assert evals[24] < evals[0] - 1.0  # by more than a nat per token
+    assert sorted(_steps(counts["loss"])) == list(range(1, 25))
+    assert any(
+        line.startswith("[cpt] step 24/24 | loss") and "ckpt step-000024" in line for line in lines
+    )
+    # Ray Train kept the newest two checkpoints.
+    kept = sorted(p for p in os.listdir(os.path.join(out, "checkpoints")) if p.startswith("step-"))
+    assert kept == ["step-000016", "step-000024"]
+    # wandb (offline) holds the full configuration and the metrics.
+    import glob
+
+    runs = glob.glob(os.path.join(out, "wandb", "wandb", "offline-run-*", "run-*.wandb"))
+    assert len(runs) == 1
+    recorded = open(runs[0], "rb").read()
+    assert b"expert_parallel_size" in recorded and b"eval_loss" in recorded
+    # A finished run does nothing on rerun.
+    again, lines = _run("cpt", packed_data, out)
+    assert again == manifest and "complete; nothing to do" in lines[0]
+
+
+@pytest.mark.slow
+def test_two_workers_each_hold_only_their_experts(cpt_run):
+    from safetensors import safe_open
+
+    out, manifest, _ = cpt_run
+    ranks = manifest["counts"]["expert_placement"]
+    assert [r["experts"] for r in ranks] == [[0, 1], [2, 3]]
+    with safe_open(os.path.join(out, "hf", "model.safetensors"), "pt") as f:
+        sizes = {k: int(np.prod(f.get_slice(k).get_shape())) for k in f.keys()}
+    experts = sum(n for k, n in sizes.items() if ".mlp.experts." in k)
+    for rank in ranks:  # each rank: the dense weights and half of the experts
+        assert rank["expert_params"] * 2 == experts
+        assert rank["params"] == sum(sizes.values()) - experts // 2
+    ckpt = os.path.join(out, "checkpoints", "step-000024", "deepspeed")
+    files = sorted(p for p in os.listdir(ckpt) if p.startswith("layer_0_expert_"))
+    assert len(files) == 4  # the two ranks wrote two experts each
+
+
+@pytest.mark.slow
+def test_cpt_export_loads_in_transformers_and_generates(cpt_run, packed_data):
+    """The export is a plain transformers checkpoint whose held-out loss is the one the
+    expert-parallel run reported: the experts were gathered back correctly."""
+    import pyarrow.parquet as pq
+    import torch
+
+    from agentworld.model import load_model, load_tokenizer
+    from agentworld.schema import predict_turn_messages
+    from agentworld.train.batch import collate
+    from agentworld.train.loss import lm_loss
+
+    out, manifest, _ = cpt_run
+    hf = os.path.join(out, "hf")
+    model, tok = load_model(hf, dtype=torch.float32).eval(), load_tokenizer(hf)
+    assert tok.chat_template and model.config.model_type == "qwen3_moe"
+    rows = pq.read_table(os.path.join(packed_data, "packed", "cpt", "eval"))
+    total = count = 0.0
+    with torch.no_grad():
+        for i in range(0, rows.num_rows, 2):
+            batch = collate(rows.slice(i, 2).to_pydict())
+            logits = model(
+                input_ids=batch.input_ids, position_ids=batch.position_ids, use_cache=False
+            ).logits
+            loss, n = lm_loss(logits, batch)
+            total, count = total + float(loss) * n, count + n
+    assert total / count == pytest.approx(manifest["counts"]["eval_loss"]["24"], rel=1e-4)
+
+    messages = predict_turn_messages(sample_trajectories(3, seed=7)[0], 1)
+    ids = tok.apply_chat_template(
+        messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
+    )
+    generated = model.generate(**ids, max_new_tokens=12, do_sample=False)
+    assert generated.shape[1] > ids["input_ids"].shape[1]
+
+
+# --- a worker killed mid-run ---------------------------------------------------------
+
+
+def _train_worker_pids() -> list[int]:
+    """Ray Train worker processes of this test session's own Ray cluster (descendants
+    of this process), never another session's."""
+    import psutil
+
+    found = []
+    for proc in psutil.Process().children(recursive=True):
+        try:
+            if "RayTrainWorker" in " ".join(proc.cmdline()):
+                found.append(proc.pid)
+        except psutil.Error:
+            continue
+    return found
+
+
+@pytest.mark.slow
+def test_killed_worker_is_replaced_and_the_run_resumes_on_the_same_curve(
+    cpt_run, packed_data, tmp_path
+):
+    """The same run as cpt_run with one worker SIGKILLed after the first checkpoint: Ray
+    Train replaces the worker group, which resumes from the newest checkpoint, finishes
+    the planned steps and retraces the uninterrupted run's losses."""
+    import signal
+
+    killed: list[int] = []
+
+    def kill_after_first_checkpoint(event: dict) -> None:
+        if not killed and event["kind"] == "report" and event["checkpoint"]:
+            pids = _train_worker_pids()
+            assert pids, "no Ray Train worker process found"
+            os.kill(pids[-1], signal.SIGKILL)
+            killed.append(pids[-1])
+
+    manifest, lines = _run(
+        "cpt", packed_data, str(tmp_path / "cpt"), on_event=kill_after_first_checkpoint
+    )
+    counts = manifest["counts"]
+    assert killed and counts["worker_failures"] >= 1
+    assert counts["steps"] == 24 and counts["resumed_from_steps"]
+    resumed = counts["resumed_from_steps"][-1]
+    assert resumed in (8, 16)
+    assert any("worker failure" in line for line in lines)
+    # Deterministic data order and restored optimizer state: the resumed steps repeat
+    # the uninterrupted run's losses.
+    base, after = _steps(cpt_run[1]["counts"]["loss"]), _steps(counts["loss"])
+    replayed = [s for s in range(resumed + 1, 25)]
+    np.testing.assert_allclose([after[s] for s in replayed], [base[s] for s in replayed], rtol=2e-3)
+    base_eval = cpt_run[1]["counts"]["eval_loss"]["24"]
+    assert counts["eval_loss"]["24"] == pytest.approx(base_eval, rel=2e-3)
+
+
+# --- SFT from the CPT export, through the job entrypoint, on S3 ----------------------
+
+
+@pytest.fixture(scope="module")
+def sft_run(cpt_run, packed_data, s3_server):
+    import importlib.util
+    import uuid
+
+    import s3fs
+
+    from agentworld.io import read_manifest
+    from tests.conftest import ROOT, S3_REGION
+
+    fs = s3fs.S3FileSystem(client_kwargs={"endpoint_url": s3_server, "region_name": S3_REGION})
+    bucket = f"sft-{uuid.uuid4().hex[:8]}"
+    fs.mkdir(bucket)
+    out = f"s3://{bucket}/sft"
+    spec = importlib.util.spec_from_file_location("sft_job", ROOT / "jobs" / "sft.py")
+    job = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(job)
+    train = short_recipe().train
+    overrides = [
+        f"{name}={getattr(train, name)}"
+        for name in ("seq_len", "micro_batch_size", "learning_rate", "warmup_steps", "max_steps")
+    ]
+    overrides += ["eval_every=8", "checkpoint_every=12", "log_every=4"]
+    argv = ["--data", packed_data, "--init", os.path.join(cpt_run[0], "hf"), "--out", out]
+    argv += [arg for o in overrides for arg in ("--train", o)]
+    assert job.main(argv) == 0
+    return out, read_manifest(out), fs
+
+
+@pytest.mark.slow
+def test_sft_starts_from_the_cpt_export_and_heldout_loss_falls(sft_run, cpt_run):
+    out, manifest, fs = sft_run
+    assert manifest["stage"] == "sft" and manifest["inputs"]["init"] == os.path.join(
+        cpt_run[0], "hf"
+    )
+    evals = _steps(manifest["counts"]["eval_loss"])
+    assert sorted(evals) == [0, 8, 16, 24] and evals[24] < evals[0]
+    path = out.removeprefix("s3://")
+    assert fs.exists(f"{path}/hf/model.safetensors") and fs.exists(f"{path}/hf/tokenizer.json")
+    assert sorted(p.rsplit("/", 1)[-1] for p in fs.ls(f"{path}/checkpoints") if "step-" in p) == [
+        "step-000012",
+        "step-000024",
+    ]
+
+
+@pytest.fixture(scope="module")
+def sft_engine(sft_run):
+    """The one extra vLLM engine of this module, on the SFT export."""
+    import gc
+
+    from vllm import LLM
+
+    from agentworld.model import local_model_dir
+
+    path = local_model_dir(f"{sft_run[0]}/hf")
+    llm = LLM(
+        model=path,
+        dtype="float32",
+        enforce_eager=True,
+        gpu_memory_utilization=0.2,
+        max_model_len=512,
+        seed=0,
+    )
+    yield path, llm
+    llm.llm_engine.engine_core.shutdown()
+    del llm
+    gc.collect()
+
+
+@pytest.mark.slow
+def test_sft_export_generates_through_vllm_and_transformers(sft_engine):
+    import torch
+    from vllm import SamplingParams
+
+    from agentworld.model import load_model, load_tokenizer
+    from agentworld.schema import predict_turn_messages
+
+    path, llm = sft_engine
+    tok, model = load_tokenizer(path), load_model(path, dtype=torch.float32).eval()
+    prompts = [
+        tok.apply_chat_template(
+            predict_turn_messages(t, 2), tokenize=False, add_generation_prompt=True
+        )
+        for t in sample_trajectories(4, seed=11)
+    ]
+    outs = llm.generate(prompts, SamplingParams(max_tokens=16, temperature=0.0, logprobs=5))
+    for prompt, out in zip(prompts, outs, strict=True):
+        completion = out.outputs[0]
+        assert completion.token_ids
+        # Same weights: transformers' greedy first token is among vLLM's top 5.
+        ids = tok(prompt, add_special_tokens=False, return_tensors="pt").input_ids
+        with torch.no_grad():
+            first = int(model(input_ids=ids, use_cache=False).logits[0, -1].argmax())
+        assert first in completion.logprobs[0]
