@@ -61,9 +61,9 @@ def build_inputs(tmp: str):
 
 
 def vllm_tokens_per_s(workers, prompts: list[list[int]]) -> dict:
-    workers.rollout.generate(prompts[:2], n=2, seed=1)  # warm-up
+    workers.rollout.generate(prompts[:2], n=2)  # warm-up
     t0 = time.perf_counter()
-    out = workers.rollout.generate(prompts, n=GROUP, seed=0)
+    out = workers.rollout.generate(prompts, n=GROUP)
     seconds = time.perf_counter() - t0
     tokens = sum(len(c.token_ids) for group in out for c in group)
     return {"tokens": tokens, "seconds": seconds, "tokens_per_s": tokens / seconds}
@@ -77,6 +77,7 @@ def hf_tokens_per_s(model_dir: str, prompts: list[list[int]], eos_id: int, pad_i
     from agentworld.model import load_model
 
     model = load_model(model_dir, dtype=torch.float32).eval()
+    model.config.output_router_logits = False  # a training-time output; breaks cached decoding
     width = max(len(p) for p in prompts)
     ids = torch.tensor([[pad_id] * (width - len(p)) + list(p) for p in prompts])
     attn = (

@@ -77,6 +77,7 @@ def qwen35_a3b() -> Recipe:
             attn_implementation="flash_attention_2",
         ),
         evaluate=_gpu_evaluate(),
+        rl=_gpu_rl(),
     )
 
 
@@ -95,6 +96,44 @@ def _gpu_evaluate():
         dtype="bfloat16",
     )
     return EvaluateConfig(infer=InferConfig(sampling=SamplingConfig(max_tokens=4096), vllm=vllm))
+
+
+def _gpu_rl():
+    """GRPO on the RL RayJob's 80 GPUs: 64 learner ranks (ZeRO-3, experts split over
+    8), 4 rollout engines of 4-way tensor parallelism; 64 contexts x 8 predictions per
+    step in 4 optimizer steps."""
+    from agentworld.rl.config import LearnerConfig, RLConfig, RolloutConfig
+
+    rollout = RolloutConfig(
+        num_engines=4,
+        cpus_per_engine=8,
+        gpus_per_engine=4,
+        tensor_parallel_size=4,
+        max_model_len=40960,
+        gpu_memory_utilization=0.85,
+        enforce_eager=False,
+        dtype="bfloat16",
+        max_new_tokens=4096,
+        max_prompt_tokens=32768,
+    )
+    learner = LearnerConfig(
+        num_learners=64,
+        cpus_per_learner=8,
+        gpus_per_learner=1,
+        learning_rate=1e-6,
+        mini_batches=4,
+        expert_parallel_size=8,
+    )
+    return RLConfig(
+        contexts_per_step=64,
+        group_size=8,
+        max_steps=1000,
+        kl_coef=0.001,
+        rollout=rollout,
+        learner=learner,
+        checkpoint_every=50,
+        keep_checkpoints=3,
+    )
 
 
 RECIPES: dict[str, Callable[[], Recipe]] = {

@@ -110,6 +110,9 @@ class Learner:
         self.device = self.engine.device
         self._layout: CheckpointLayout | None = None
 
+    def ready(self) -> int:
+        return self.rank
+
     # ---- forward ---------------------------------------------------------------------
 
     def _forward(self, b: TrainBatch, model: Any) -> tuple[Any, Any, Any]:

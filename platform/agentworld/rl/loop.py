@@ -116,9 +116,7 @@ class Trainer:
         t0 = time.perf_counter()
         ctxs = choose_contexts(self.contexts, rl.contexts_per_step, seed=rl.seed, step=step)
         completions = self.workers.rollout.generate(
-            [list(c.prompt_ids) for c in ctxs],
-            n=rl.group_size,
-            seed=rl.seed * 100_003 + step * 1009,
+            [list(c.prompt_ids) for c in ctxs], n=rl.group_size
         )
         t_roll = time.perf_counter()
         rb = score(predictions_of(ctxs, completions), self.rewards, self._weights())

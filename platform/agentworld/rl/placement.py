@@ -84,21 +84,15 @@ class RolloutGroup:
             ).remote(model_dir, ro, seed=recipe.rl.seed + i)
             for i in range(ro.num_engines)
         ]
-        ray.get([e.weight_version.remote() for e in self.engines])  # wait until loaded
 
-    def generate(self, prompts: list[list[int]], *, n: int, seed: int) -> list[list[Completion]]:
+    def generate(self, prompts: list[list[int]], *, n: int) -> list[list[Completion]]:
         import ray
 
         k = len(self.engines)
         parts = [prompts[i::k] for i in range(k)]
-        refs = [
-            e.generate.remote(p, n=n, seed=seed + 7919 * i)
-            for i, (e, p) in enumerate(zip(self.engines, parts, strict=True))
-            if p
-        ]
-        done = ray.get(refs)
+        refs = [e.generate.remote(p, n=n) for e, p in zip(self.engines, parts, strict=True) if p]
         out: list[list[Completion]] = [[] for _ in prompts]
-        for i, res in enumerate(done):
+        for i, res in enumerate(ray.get(refs)):
             out[i::k] = res
         return out
 
@@ -168,6 +162,9 @@ class LearnerGroup:
 
         return ray.get([getattr(r, method).remote(*args, **kwargs) for r in self.ranks])
 
+    def ready(self) -> list[int]:
+        return self._all("ready")
+
     def train_step(self, batch: TrainBatch) -> dict[str, float]:
         """Every rank takes rows rank::M of each mini-batch; stats are rank means."""
         import ray
@@ -235,6 +232,9 @@ class RLWorkers:
         try:
             self.rollout = RolloutGroup(self.pg, recipe, model_dir)
             self.learners = LearnerGroup(self.pg, recipe, model_dir)
+            # Engines and learner ranks start side by side; wait for all of them.
+            self.rollout.versions()
+            self.learners.ready()
         except BaseException:
             self.close()
             raise

@@ -84,24 +84,22 @@ class RolloutEngine:
         self.llm.llm_engine.set_weight_version("0")
 
     def generate(
-        self, prompts: list[list[int]], *, n: int, seed: int, max_new_tokens: int | None = None
+        self, prompts: list[list[int]], *, n: int, max_new_tokens: int | None = None
     ) -> list[list[Completion]]:
         """``n`` sampled completions per prompt (token ids in, so that the learner sees
-        exactly the tokens the engine saw)."""
+        exactly the tokens the engine saw). Sampling draws from the engine's seeded
+        generator: no per-request seeds, which vLLM's CPU build cannot honour once a
+        long prefill is split into chunks (its CPU generators have no offset)."""
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
-        params = [
-            SamplingParams(
-                n=n,
-                temperature=self.cfg.temperature,
-                top_p=self.cfg.top_p,
-                max_tokens=max_new_tokens or self.cfg.max_new_tokens,
-                seed=seed + i,
-                skip_special_tokens=False,
-            )
-            for i in range(len(prompts))
-        ]
+        params = SamplingParams(
+            n=n,
+            temperature=self.cfg.temperature,
+            top_p=self.cfg.top_p,
+            max_tokens=max_new_tokens or self.cfg.max_new_tokens,
+            skip_special_tokens=False,
+        )
         outs = self.llm.generate(
             [TokensPrompt(prompt_token_ids=list(p)) for p in prompts], params, use_tqdm=False
         )

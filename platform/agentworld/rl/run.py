@@ -9,8 +9,11 @@ from typing import Any
 from agentworld.recipes.config import Recipe
 
 
-def prepare_contexts(data_url: str, tokenizer: Any, recipe: Recipe, out_url: str) -> list[Any]:
-    """Valid, tokenized contexts; bad rows and over-long prompts go to quarantine/."""
+def prepare_contexts(
+    data_url: str, tokenizer: Any, recipe: Recipe, out_url: str
+) -> tuple[list[Any], int]:
+    """Valid, tokenized contexts and the count left out (bad rows and over-long
+    prompts, written to quarantine/)."""
     from agentworld.io import join, write_jsonl
     from agentworld.rl.data import load_contexts, tokenize_contexts
 
