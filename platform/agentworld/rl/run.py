@@ -28,7 +28,11 @@ def prepare_contexts(
         write_jsonl(join(out_url, "quarantine", "contexts.jsonl"), loaded.rejected)
     if not contexts:
         raise ValueError(f"--data {data_url}: no usable contexts ({len(loaded.rejected)} rejected)")
-    print(f"[rl] {len(contexts)} contexts, {len(loaded.rejected)} rejected", flush=True)
+    print(
+        f"[rl] {len(contexts)} contexts, {len(loaded.rejected)} rejected, "
+        f"{loaded.held_out} held out (eval split)",
+        flush=True,
+    )
     return contexts, len(loaded.rejected)
 
 
