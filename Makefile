@@ -27,7 +27,7 @@ test-fast: $(STAMP)
 # The simulator endpoint (OpenAI routes + session API) on the demo's checkpoint, on
 # 127.0.0.1:8000 until Ctrl-C; run `make demo` first. Keys: AGENTWORLD_SIM_API_KEYS
 # ('team=key,...'), a local development key when unset.
-SERVE_MODEL ?= runs/demo/model
+SERVE_MODEL ?= runs/demo/sft/hf
 serve: export AGENTWORLD_SIM_API_KEYS ?= demo=sk-agentworld-demo
 serve: $(STAMP)
 	$(PY) jobs/serve.py --model $(SERVE_MODEL)

@@ -7,7 +7,7 @@ agentworld.evaluate.stages): predictions and judgments as JSONL, summary.json, t
 chart.png, a manifest per stage. Every stage resumes after an interruption.
 
 Run:
-  python jobs/evaluate.py infer --input runs/demo/awb --model runs/demo/model --out runs/eval
+  python jobs/evaluate.py infer --input runs/demo/prepared/samples/sft --format samples --model runs/demo/sft/hf --out runs/eval
   python jobs/evaluate.py infer --input awb/ --endpoint http://host:8000/v1 --out runs/eval
   python jobs/evaluate.py judge --out runs/eval --judge-url http://judge:8000/v1
   python jobs/evaluate.py score --out runs/eval

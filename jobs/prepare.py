@@ -8,7 +8,7 @@ report.json and manifest.json. A finished run is not redone; a killed one resume
 
 Run:
   python jobs/prepare.py --input runs/demo/raw --out runs/demo/prepared --recipe debug_cpu \\
-      [--eval-sets runs/demo/awb] [--data near_dup_threshold=0.85 --data num_workers=4]
+      [--eval-sets awb_eval/] [--data near_dup_threshold=0.85 --data num_workers=4]
   ray job submit --working-dir . -- python jobs/prepare.py --input s3://bucket/raw ...
 """
 

@@ -4,8 +4,8 @@ OpenAI-compatible routes (/v1/chat/completions, /v1/models) and the simulator AP
 on a 2-core CPU machine.
 
 Run:
-  python jobs/serve.py --model runs/demo/model                       (or `make serve`)
-  python jobs/serve.py --model runs/demo/model --smoke --out runs/demo/serve
+  python jobs/serve.py --model runs/demo/sft/hf                       (or `make serve`)
+  python jobs/serve.py --model runs/demo/sft/hf --smoke --out runs/demo/serve
       start, check every route once (openai client, a SimEnv session, /v1/simulate,
       a wrong key), write manifest.json, stop
 or through Ray: ray job submit --working-dir . -- python jobs/serve.py --config serve/sim_cpu.yaml
