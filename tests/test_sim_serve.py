@@ -43,7 +43,14 @@ def sim_url(ray_cluster, tiny_checkpoint, tmp_path_factory):
     args = app_config["args"]
     args["engine"].update(model=tiny_checkpoint, max_model_len=1024)
     args["auth"] = {"api_keys": KEYS, "api_keys_env": None}
-    args["limits"].update(burst=20, max_request_bytes=16 * 1024, team_rate_per_minute={"team-c": 1})
+    # team-c is limited hard for the rate-limit test; the others must never be, however
+    # fast an idle machine runs the module (burst 20 alone runs out within one test).
+    args["limits"].update(
+        burst=20,
+        rate_per_minute=100_000,
+        max_request_bytes=16 * 1024,
+        team_rate_per_minute={"team-c": 1},
+    )
     args["store_name"] = f"sim-test-{uuid.uuid4().hex[:8]}"
     args["storage_url"] = str(tmp_path_factory.mktemp("sim-sessions"))
     port = _free_port()
