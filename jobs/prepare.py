@@ -15,7 +15,6 @@ Run:
 from __future__ import annotations
 
 import argparse
-import ast
 import dataclasses
 import os
 import sys
@@ -56,19 +55,10 @@ def build_job(args: argparse.Namespace):
     """The PrepareJob; a bad recipe or override fails here, before any work."""
     from agentworld.data.pipeline import PrepareJob
     from agentworld.recipes import ConfigError, get_recipe
+    from agentworld.recipes.config import apply_overrides
 
     recipe = get_recipe(args.recipe)
-    overrides = {}
-    names = {f.name for f in dataclasses.fields(recipe.data)}
-    for item in args.data:
-        key, sep, raw = item.partition("=")
-        if not sep or key not in names:
-            raise ConfigError(f"data.{key}", f"unknown DataConfig field in --data {item!r}")
-        try:
-            overrides[key] = ast.literal_eval(raw)
-        except (ValueError, SyntaxError):
-            overrides[key] = raw
-    recipe = dataclasses.replace(recipe, data=dataclasses.replace(recipe.data, **overrides))
+    recipe = dataclasses.replace(recipe, data=apply_overrides(recipe.data, args.data, owner="data"))
     inputs = _split(args.input)
     if not inputs:
         raise ConfigError("input", "give at least one input URL")
