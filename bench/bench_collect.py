@@ -7,11 +7,12 @@ Run:  python bench/bench_collect.py [--episodes 24]   -> bench/results/collect.j
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
 import time
+
+from _results import write_result
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, os.path.join(ROOT, "platform"))
@@ -80,9 +81,7 @@ def main() -> int:
         "ratio_2_vs_1": round(ratio, 3),
         "cpu_count": os.cpu_count(),
     }
-    os.makedirs(os.path.join(ROOT, "bench", "results"), exist_ok=True)
-    with open(os.path.join(ROOT, "bench", "results", "collect.json"), "w") as f:
-        json.dump(out, f, indent=2)
+    write_result("collect", out)
     return 0
 
 

@@ -19,6 +19,8 @@ import sys
 import tempfile
 import time
 
+from _results import write_result
+
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, os.path.join(ROOT, "platform"))
 
@@ -153,9 +155,7 @@ def main() -> int:
         "dedup_stats": stats,
         "cpus": os.cpu_count(),
     }
-    os.makedirs(os.path.join(ROOT, "bench", "results"), exist_ok=True)
-    with open(os.path.join(ROOT, "bench", "results", "dedup.json"), "w") as f:
-        json.dump(result, f, indent=2, default=str)
+    write_result("dedup", result)
     print(json.dumps(result, indent=2, default=str))
     return 0
 

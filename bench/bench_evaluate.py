@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import socket
 import subprocess
@@ -21,6 +20,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _results import write_result
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "platform"))
@@ -142,9 +143,7 @@ def main() -> int:
         "concurrent_items_per_s": round(concurrent, 2),
         "speedup": round(concurrent / sequential, 2),
     }
-    out = ROOT / "bench" / "results" / "evaluate.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    out = write_result("evaluate", result)
     print(
         f"infer: {sequential:.2f} items/s one at a time, {concurrent:.2f} items/s with "
         f"concurrency {args.concurrency}: {result['speedup']}x  -> {out}"

@@ -12,12 +12,13 @@ Run:  python bench/bench_rl.py      (writes bench/results/bench_rl.json)
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _results import write_result
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "platform"))
@@ -165,9 +166,7 @@ def main() -> int:
         "rollout_speedup_vs_transformers": vllm["tokens_per_s"] / hf["tokens_per_s"],
         "weight_sync": sync,
     }
-    out = ROOT / "bench" / "results" / "bench_rl.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2))
+    out = write_result("bench_rl", result)
     print(
         f"rollout: vLLM actor {vllm['tokens_per_s']:.0f} tok/s vs transformers generate "
         f"{hf['tokens_per_s']:.0f} tok/s -> {result['rollout_speedup_vs_transformers']:.2f}x"

@@ -16,6 +16,8 @@ import sys
 import tempfile
 import time
 
+from _results import write_result
+
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, os.path.join(ROOT, "platform"))
 
@@ -94,9 +96,7 @@ def main() -> int:
         "ratio_ours_vs_bare": base_s / our_s,
         "note": "ours also renders the chat template, checks it per trajectory and builds every SFT sample and mask",
     }
-    os.makedirs(os.path.join(ROOT, "bench", "results"), exist_ok=True)
-    with open(os.path.join(ROOT, "bench", "results", "tokenize.json"), "w") as f:
-        json.dump(result, f, indent=2)
+    write_result("tokenize", result)
     print(json.dumps(result, indent=2))
     return 0
 

@@ -22,6 +22,8 @@ import sys
 import tempfile
 import time
 
+from _results import write_result
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(ROOT, "platform"))
 os.environ.setdefault("WANDB_MODE", "disabled")
@@ -179,9 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         "comm_share_upper_bound_2_workers": round(comm_share, 3),
         "cpu_count": os.cpu_count(),
     }
-    os.makedirs(os.path.join(ROOT, "bench", "results"), exist_ok=True)
-    with open(os.path.join(ROOT, "bench", "results", "train.json"), "w") as f:
-        json.dump(result, f, indent=2)
+    write_result("train", result)
     print(json.dumps(result, indent=2))
     return 0
 
