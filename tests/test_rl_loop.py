@@ -35,6 +35,7 @@ RL = RLConfig(
     learner=LearnerConfig(learning_rate=1e-3),
     checkpoint_every=2,
     keep_checkpoints=2,
+    call_timeout_s=600,  # a stuck actor fails its test instead of stalling the session
 )
 
 

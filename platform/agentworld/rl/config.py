@@ -168,6 +168,10 @@ class RLConfig:
     keep_checkpoints: int = 2
     weight_sync_timeout_s: float = 300.0
     """A rollout engine that has not reported the new weight version by then fails the run."""
+    call_timeout_s: float = 1800.0
+    """Longest wait for any other call to the engines or learner ranks (start-up, a batch
+    of rollouts, a train step, a checkpoint); past it the run fails naming the call
+    rather than waiting forever on a stuck actor."""
     wandb: bool = True
     """Log metrics to wandb (offline unless WANDB_MODE says otherwise)."""
 
@@ -179,6 +183,7 @@ class RLConfig:
             checkpoint_every=self.checkpoint_every,
             keep_checkpoints=self.keep_checkpoints,
             weight_sync_timeout_s=self.weight_sync_timeout_s,
+            call_timeout_s=self.call_timeout_s,
         )
         if self.group_size < 2:
             raise _error(

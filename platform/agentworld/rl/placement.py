@@ -7,6 +7,10 @@ Weight sync: learner rank 0 puts the full weights (checkpoint layout) into the R
 object store once; every rollout engine pulls them from there (on its own node) and
 loads them into its running vLLM model; the sync succeeds only when every engine reports
 the new weight version.
+
+Every wait on the actors is bounded (``rl.call_timeout_s``, ``rl.weight_sync_timeout_s``)
+and fails fast: a rank that raised leaves its peers blocked in a collective, so the first
+error is raised at once instead of after the others time out.
 """
 
 from __future__ import annotations
@@ -39,14 +43,35 @@ def build_placement_group(recipe: Recipe, *, timeout_s: float = 600.0) -> Any:
     ]
     pg = placement_group(bundles, strategy=recipe.rl.placement_strategy, name="agentworld-rl")
     try:
-        ray.get(pg.ready(), timeout=timeout_s)
-    except ray.exceptions.GetTimeoutError:
+        gather([pg.ready()], "rl placement group", timeout_s=timeout_s)
+    except TimeoutError:
         ray.util.remove_placement_group(pg)
         raise RuntimeError(
             f"rl placement group {bundles} ({recipe.rl.placement_strategy}) could not be "
             f"placed within {timeout_s:.0f}s; cluster resources: {ray.cluster_resources()}"
         ) from None
     return pg
+
+
+def gather(refs: list[Any], what: str, *, timeout_s: float) -> list[Any]:
+    """``ray.get(refs)``, but the first actor error raises at once and a call still
+    unanswered after ``timeout_s`` raises ``TimeoutError`` naming ``what``. Waits in
+    slices of a few seconds, so the driver's signal handlers (Ctrl-C, a test timeout)
+    run meanwhile, which they cannot inside one long ``ray.get``."""
+    import ray
+
+    deadline = time.monotonic() + timeout_s
+    pending = list(refs)
+    while pending:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(
+                f"{what}: {len(pending)} of {len(refs)} actor calls unanswered after "
+                f"{timeout_s:.0f}s (rl.call_timeout_s / rl.weight_sync_timeout_s)"
+            )
+        done, pending = ray.wait(pending, num_returns=1, timeout=min(left, 5.0))
+        ray.get(done)  # an actor's error surfaces here, before its peers time out
+    return ray.get(refs)
 
 
 def _in_bundle(pg: Any, index: int) -> Any:
@@ -74,6 +99,7 @@ class RolloutGroup:
         from agentworld.rl.rollout import RolloutEngine
 
         ro = recipe.rl.rollout
+        self.timeout_s = recipe.rl.call_timeout_s
         cls = ray.remote(RolloutEngine)
         self.engines = [
             cls.options(
@@ -86,23 +112,18 @@ class RolloutGroup:
         ]
 
     def generate(self, prompts: list[list[int]], *, n: int) -> list[list[Completion]]:
-        import ray
-
         k = len(self.engines)
         parts = [prompts[i::k] for i in range(k)]
         refs = [e.generate.remote(p, n=n) for e, p in zip(self.engines, parts, strict=True) if p]
         out: list[list[Completion]] = [[] for _ in prompts]
-        for i, res in enumerate(ray.get(refs)):
+        for i, res in enumerate(gather(refs, "rollout generate", timeout_s=self.timeout_s)):
             out[i::k] = res
         return out
 
     def load_weights(self, weights_ref: Any, version: int, *, timeout_s: float) -> list[int]:
         """Push the weights to every engine; raise unless each reports ``version``."""
-        import ray
-
-        versions = ray.get(
-            [e.load_weights.remote(weights_ref, version) for e in self.engines], timeout=timeout_s
-        )
+        refs = [e.load_weights.remote(weights_ref, version) for e in self.engines]
+        versions = gather(refs, f"weight sync to version {version}", timeout_s=timeout_s)
         if any(v != version for v in versions):
             raise RuntimeError(
                 f"weight sync to version {version} failed: engines report {versions}"
@@ -110,20 +131,21 @@ class RolloutGroup:
         return versions
 
     def versions(self) -> list[int]:
-        """The weight version each engine reports."""
-        import ray
-
-        return ray.get([e.weight_version.remote() for e in self.engines])
+        """The weight version each engine reports (the first call also waits for start-up)."""
+        refs = [e.weight_version.remote() for e in self.engines]
+        return gather(refs, "rollout weight_version", timeout_s=self.timeout_s)
 
     def prompt_logprobs(self, token_ids: list[int]) -> list[list[float]]:
-        import ray
-
-        return ray.get([e.prompt_logprobs.remote(token_ids) for e in self.engines])
+        refs = [e.prompt_logprobs.remote(token_ids) for e in self.engines]
+        return gather(refs, "rollout prompt_logprobs", timeout_s=self.timeout_s)
 
     def close(self) -> None:
         import ray
 
-        ray.get([e.close.remote() for e in self.engines])
+        try:
+            gather([e.close.remote() for e in self.engines], "rollout close", timeout_s=60.0)
+        except Exception:  # noqa: BLE001 - a dead or stuck engine is killed below anyway
+            pass
         for e in self.engines:
             ray.kill(e)
 
@@ -137,8 +159,9 @@ class LearnerGroup:
         from agentworld.rl.learner import Learner
 
         le, first = recipe.rl.learner, recipe.rl.rollout.num_engines
+        self.timeout_s = recipe.rl.call_timeout_s
         cls = ray.remote(Learner)
-        addr, port = _rendezvous_address(pg, first)
+        addr, port = _rendezvous_address(pg, first, timeout_s=self.timeout_s)
         self.ranks = [
             cls.options(
                 num_cpus=le.cpus_per_learner,
@@ -158,20 +181,18 @@ class LearnerGroup:
         ]
 
     def _all(self, method: str, *args: Any, **kwargs: Any) -> list[Any]:
-        import ray
-
-        return ray.get([getattr(r, method).remote(*args, **kwargs) for r in self.ranks])
+        refs = [getattr(r, method).remote(*args, **kwargs) for r in self.ranks]
+        return gather(refs, f"learner {method}", timeout_s=self.timeout_s)
 
     def ready(self) -> list[int]:
         return self._all("ready")
 
     def train_step(self, batch: TrainBatch) -> dict[str, float]:
         """Every rank takes rows rank::M of each mini-batch; stats are rank means."""
-        import ray
-
         m = len(self.ranks)
         shards = [batch.rows(_rank_rows(len(batch), r, m)) for r in range(m)]
-        return ray.get([r.train_step.remote(s) for r, s in zip(self.ranks, shards, strict=True)])[0]
+        refs = [r.train_step.remote(s) for r, s in zip(self.ranks, shards, strict=True)]
+        return gather(refs, "learner train_step", timeout_s=self.timeout_s)[0]
 
     def weights_ref(self) -> Any:
         """An object ref to rank 0's full weights; every rank is called, as all join a
@@ -214,12 +235,13 @@ def _free_port_on_node() -> tuple[str, int]:
     return ray.util.get_node_ip_address(), port
 
 
-def _rendezvous_address(pg: Any, bundle: int) -> tuple[str, int]:
+def _rendezvous_address(pg: Any, bundle: int, *, timeout_s: float) -> tuple[str, int]:
     """Address and a free port on the node of learner rank 0's bundle."""
     import ray
 
     task = ray.remote(num_cpus=0)(_free_port_on_node)
-    return ray.get(task.options(scheduling_strategy=_in_bundle(pg, bundle)).remote())
+    ref = task.options(scheduling_strategy=_in_bundle(pg, bundle)).remote()
+    return gather([ref], "learner rendezvous address", timeout_s=timeout_s)[0]
 
 
 class RLWorkers:
