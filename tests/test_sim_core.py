@@ -304,7 +304,7 @@ def test_serve_config_errors_name_the_field():
     assert get_recipe("debug_cpu").serve == ServeConfig()
 
 
-@pytest.mark.parametrize("name", ["sim_cpu.yaml", "sim_gpu.yaml"])
+@pytest.mark.parametrize("name", sorted(p.name for p in (ROOT / "serve").glob("*.yaml")))
 def test_serve_configs_are_valid(name):
     """Each Serve config passes Serve's own schema, its import path resolves to the
     builder, and its args are a valid ServeConfig (building the app itself is covered
