@@ -96,7 +96,7 @@ def test_judge_reward_parses_retries_times_out_and_excludes_failures():
     # Failed judgments are excluded (not zero) and counted.
     assert batch.valid == [True, False, False, True, True, True, False]
     assert batch.total[0] == pytest.approx((1.0 + 0.75) / 2)
-    metrics = _reward_metrics(batch, {"format": 1.0, "judge": 1.0})
+    metrics = _reward_metrics(batch, {"format": 1.0, "judge": 1.0}, frozenset())
     assert metrics["reward/judge_failed"] == 3.0 and metrics["predictions/excluded"] == 3.0
     assert metrics["reward/judge"] == pytest.approx(0.75)  # mean over judged predictions
     rewards = torch.tensor([batch.total[:4]])

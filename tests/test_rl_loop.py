@@ -26,8 +26,8 @@ RL = RLConfig(
     max_steps=STEPS,
     seed=0,
     rewards=(
-        RewardSpec(name="format", weight=0.5),
-        RewardSpec(name="char_f1", weight=0.5),
+        RewardSpec(name="format", gate=True),
+        RewardSpec(name="char_f1", weight=0.6),
         RewardSpec(name="fixed_lines", weight=0.2),
         RewardSpec(name="json", weight=0.2),
     ),

@@ -89,6 +89,33 @@ def test_score_combines_weights_skips_inapplicable_and_excludes_failures():
     assert batch.components["json"] == [None, None, None]
 
 
+def test_gate_multiplies_instead_of_averaging_in():
+    """The default mix gates on format: a well-formed answer that says nothing earns
+    about nothing, and a close answer cut at max_new_tokens earns nothing at all."""
+    cfg = RLConfig()
+    assert [s.name for s in cfg.rewards if s.gate] == ["format"]
+    fns = build_rewards(cfg)
+    weights = {s.name: s.weight for s in cfg.rewards}
+    gates = {s.name for s in cfg.rewards if s.gate}
+    empty, close = pred("."), pred("$ ls\nnotes.txt\n$")
+    cut = pred("$ ls\nnotes.txt\n$", finished=False)
+    gated = score([empty, close, cut], fns, weights, gates).total
+    added = score([empty, close, cut], fns, {**weights, "format": 0.3}).total
+    # "." shares one character with the reference (char F1 1/7): gated, that is all it
+    # earns; with format averaged in, its form alone pays more than its content.
+    assert gated[0] == pytest.approx(0.6 * (1 / 7) / 0.8)
+    assert added[0] > gated[0] + 0.2
+    assert gated[1] == pytest.approx(1.0)
+    assert gated[2] == 0.0 < added[2]
+    # Gates alone: their product; nothing that applies: 0.
+    assert score([close, cut], {"format": fns["format"]}, {"format": 1.0}, gates).total == [
+        1.0,
+        0.0,
+    ]
+    with pytest.raises(ConfigError, match=r"rl\.rewards: needs a reward that is not a gate"):
+        RLConfig(rewards=(RewardSpec(name="format", gate=True),))
+
+
 def test_rl_config_fails_naming_the_field():
     with pytest.raises(ConfigError, match=r"rl\.rewards: unknown reward 'bleu'"):
         RLConfig(rewards=(RewardSpec(name="bleu"),))

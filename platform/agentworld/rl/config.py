@@ -24,7 +24,7 @@ def _check_positive(owner: str, **values: float) -> None:
 
 @dataclass(frozen=True, kw_only=True)
 class RewardSpec:
-    """One named reward function and its weight in the total."""
+    """One named reward function and its weight in the total, or a gate on it."""
 
     name: str
     """A name registered in ``agentworld.rl.rewards`` (format, json, exact_match,
@@ -32,6 +32,11 @@ class RewardSpec:
     weight: float = 1.0
     """Weight in the total; the total is the weighted mean over the rewards that apply
     to a sample (``json`` applies only where the real observation is JSON)."""
+    gate: bool = False
+    """Multiply the total by this reward instead of averaging it in (``weight`` is then
+    unused): an answer that fails the gate earns nothing however close its content, and
+    passing it earns nothing by itself. ``format`` is a gate by default; as an added
+    term it paid the policy for short, well-formed answers that said nothing."""
 
     def __post_init__(self) -> None:
         if self.weight < 0:
@@ -96,7 +101,9 @@ class LearnerConfig:
     num_learners: int = 1
     cpus_per_learner: float = 1.0
     gpus_per_learner: float = 0.0
-    learning_rate: float = 1e-3
+    learning_rate: float = 1e-4
+    """On the demo's SFT model, 12 steps at 1e-4 kept greedy fidelity (char F1 50.8 vs
+    55.4 before RL, 18 held-out turns); at 3e-4 and 1e-3 greedy decoding collapsed."""
     epochs: int = 1
     """Passes over each rollout batch; > 1 makes the clipped ratio matter."""
     mini_batches: int = 1
@@ -127,10 +134,10 @@ class LearnerConfig:
 
 
 DEFAULT_REWARDS = (
-    RewardSpec(name="format", weight=0.3),
-    RewardSpec(name="json", weight=0.1),
-    RewardSpec(name="fixed_lines", weight=0.1),
-    RewardSpec(name="char_f1", weight=0.5),
+    RewardSpec(name="format", gate=True),
+    RewardSpec(name="json", weight=0.2),
+    RewardSpec(name="fixed_lines", weight=0.2),
+    RewardSpec(name="char_f1", weight=0.6),
 )
 
 
@@ -211,8 +218,8 @@ class RLConfig:
                 )
         if len(set(names)) != len(names):
             raise _error("rl.rewards", f"a reward is listed twice: {names}")
-        if not any(r.weight > 0 for r in self.rewards):
-            raise _error("rl.rewards", "every weight is 0")
+        if not any(r.weight > 0 and not r.gate for r in self.rewards):
+            raise _error("rl.rewards", "needs a reward that is not a gate, with a weight > 0")
         if "judge" in names and self.judge is None:
             raise _error("rl.judge", "the 'judge' reward needs a judge endpoint (rl.judge)")
 

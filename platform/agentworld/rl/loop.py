@@ -20,9 +20,9 @@ from agentworld.rl.rewards import (
     Prediction,
     RewardBatch,
     RewardFn,
+    combine,
     component_means,
     score,
-    weighted_mean,
 )
 from agentworld.rl.rollout import Completion
 
@@ -119,7 +119,7 @@ class Trainer:
             [list(c.prompt_ids) for c in ctxs], n=rl.group_size
         )
         t_roll = time.perf_counter()
-        rb = score(predictions_of(ctxs, completions), self.rewards, self._weights())
+        rb = score(predictions_of(ctxs, completions), self.rewards, *self._weights())
         adv, valid = advantage_arrays(rb, len(ctxs), rl.group_size, scale_by_std=rl.scale_by_std)
         t_reward = time.perf_counter()
         stats = self.workers.learners.train_step(
@@ -137,22 +137,26 @@ class Trainer:
             "time/sync_share": sync_s / (t_end - t0),
         }
         return {
-            **_reward_metrics(rb, self._weights()),
+            **_reward_metrics(rb, *self._weights()),
             **_advantage_metrics(adv, valid),
             **_rollout_metrics(completions, t_roll - t0),
             **{f"learner/{k}": v for k, v in stats.items()},
             **times,
         }
 
-    def _weights(self) -> dict[str, float]:
-        return {spec.name: spec.weight for spec in self.recipe.rl.rewards}
+    def _weights(self) -> tuple[dict[str, float], frozenset[str]]:
+        """The rewards' weights, and the names of the gates."""
+        specs = self.recipe.rl.rewards
+        return {s.name: s.weight for s in specs}, frozenset(s.name for s in specs if s.gate)
 
 
-def _reward_metrics(rb: RewardBatch, weights: dict[str, float]) -> dict[str, float]:
+def _reward_metrics(
+    rb: RewardBatch, weights: dict[str, float], gates: frozenset[str]
+) -> dict[str, float]:
     ok = [t for t, v in zip(rb.total, rb.valid, strict=True) if v]
     rules = {n: c for n, c in rb.components.items() if n != "judge"}
     rule_totals = [
-        weighted_mean({n: c[i] for n, c in rules.items()}, weights) for i in range(len(rb.total))
+        combine({n: c[i] for n, c in rules.items()}, weights, gates) for i in range(len(rb.total))
     ]
     out = {
         "reward/total": float(np.mean(ok)) if ok else 0.0,

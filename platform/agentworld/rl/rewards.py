@@ -1,16 +1,22 @@
 """Rewards: named, pluggable functions over a batch of predictions, combined with the
-recipe's weights. Plain functions, no Ray.
+recipe's weights and gates. Plain functions, no Ray.
 
 A reward function takes the predictions of one step and returns, per prediction, a
 float in [0, 1], ``None`` where the reward does not apply (``json`` when the real
 observation is not JSON), or ``Failed(reason)`` where it could not be computed (a judge
 that gave no verdict). A failed prediction is left out of the update and counted, never
 scored as zero. Rule rewards use the shared metrics of ``agentworld.evaluate.metrics``.
+
+Combination: the weighted mean of the rewards that apply, multiplied by every gate
+reward that applies (``format`` by default). Added rather than multiplied, a format
+reward is earned by a short, well-formed answer that says nothing: in the demo's RL run
+the policy learned to answer "." and its fidelity fell from char F1 55 to 1.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import math
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -157,7 +163,7 @@ register_reward("judge", _judge_factory)
 @dataclass(frozen=True, kw_only=True)
 class RewardBatch:
     total: list[float]
-    """Weighted mean over the rewards that apply; 0.0 where ``valid`` is False."""
+    """``combine`` of the rewards that apply; 0.0 where ``valid`` is False."""
     valid: list[bool]
     """False where some reward failed: the prediction is left out of the update."""
     components: dict[str, list[Score]]
@@ -166,7 +172,10 @@ class RewardBatch:
 
 
 def score(
-    preds: Sequence[Prediction], fns: dict[str, RewardFn], weights: dict[str, float]
+    preds: Sequence[Prediction],
+    fns: dict[str, RewardFn],
+    weights: dict[str, float],
+    gates: Collection[str] = (),
 ) -> RewardBatch:
     """Run every reward on the batch and combine them per prediction."""
     components = {name: _checked(name, fn(preds), len(preds)) for name, fn in fns.items()}
@@ -175,7 +184,7 @@ def score(
         scores = {name: comp[i] for name, comp in components.items()}
         ok = not any(isinstance(s, Failed) for s in scores.values())
         valid.append(ok)
-        total.append(weighted_mean(scores, weights) if ok else 0.0)
+        total.append(combine(scores, weights, gates) if ok else 0.0)
     failures = {
         name: [s.reason for s in comp if isinstance(s, Failed)] for name, comp in components.items()
     }
@@ -191,11 +200,19 @@ def _checked(name: str, scores: list[Score], n: int) -> list[Score]:
     return scores
 
 
-def weighted_mean(scores: dict[str, Score], weights: dict[str, float]) -> float:
-    """Weighted mean over the scores that are numbers (rewards that apply and did not fail)."""
-    applied = {n: s for n, s in scores.items() if isinstance(s, (int, float))}
-    denom = sum(weights[n] for n in applied)
-    return sum(weights[n] * s for n, s in applied.items()) / denom if denom else 0.0
+def combine(
+    scores: dict[str, Score], weights: dict[str, float], gates: Collection[str] = ()
+) -> float:
+    """The weighted mean of the non-gate scores that are numbers (rewards that apply and
+    did not fail), times each gate score that is a number. With no non-gate score the
+    product of the gates is the total."""
+    applied = {n: float(s) for n, s in scores.items() if isinstance(s, (int, float))}
+    gate = math.prod(s for n, s in applied.items() if n in gates)
+    rest = {n: s for n, s in applied.items() if n not in gates}
+    if not rest:
+        return gate if len(rest) < len(applied) else 0.0
+    denom = sum(weights[n] for n in rest)
+    return gate * (sum(weights[n] * s for n, s in rest.items()) / denom if denom else 0.0)
 
 
 def component_means(batch: RewardBatch) -> dict[str, float]:
