@@ -119,7 +119,8 @@ class Trainer:
             [list(c.prompt_ids) for c in ctxs], n=rl.group_size
         )
         t_roll = time.perf_counter()
-        rb = score(predictions_of(ctxs, completions), self.rewards, *self._weights())
+        weights, gates = self._weights()
+        rb = score(predictions_of(ctxs, completions), self.rewards, weights, gates)
         adv, valid = advantage_arrays(rb, len(ctxs), rl.group_size, scale_by_std=rl.scale_by_std)
         t_reward = time.perf_counter()
         stats = self.workers.learners.train_step(
@@ -137,7 +138,7 @@ class Trainer:
             "time/sync_share": sync_s / (t_end - t0),
         }
         return {
-            **_reward_metrics(rb, *self._weights()),
+            **_reward_metrics(rb, weights, gates),
             **_advantage_metrics(adv, valid),
             **_rollout_metrics(completions, t_roll - t0),
             **{f"learner/{k}": v for k, v in stats.items()},

@@ -210,7 +210,7 @@ def combine(
     gate = math.prod(s for n, s in applied.items() if n in gates)
     rest = {n: s for n, s in applied.items() if n not in gates}
     if not rest:
-        return gate if len(rest) < len(applied) else 0.0
+        return gate if applied else 0.0
     denom = sum(weights[n] for n in rest)
     return gate * (sum(weights[n] * s for n, s in rest.items()) / denom if denom else 0.0)
 
