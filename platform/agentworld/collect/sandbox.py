@@ -36,6 +36,12 @@ class SandboxSpec:
     """Extra host paths readable inside (e.g. a virtual environment an MCP server runs from)."""
     env: dict[str, str] = field(default_factory=dict)
     """Extra environment variables; everything else of the host environment is dropped."""
+    tcp_ports: tuple[int, ...] = ()
+    """Loopback TCP ports the processes may bind and connect to (a web application and
+    the browser that visits it). With any, the namespace's loopback interface is brought
+    up; the namespace has no other interface, and Landlock refuses every other port."""
+    max_open_files: int = 256
+    """RLIMIT_NOFILE (a browser needs more than a shell)."""
 
 
 def base_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -73,6 +79,8 @@ def sandbox_command(spec: SandboxSpec, program: list[str], *, ctty: bool = False
         "max_file_bytes": spec.max_file_bytes,
         "tmp_size": spec.tmp_size,
         "read_paths": list(spec.read_paths),
+        "tcp_ports": list(spec.tcp_ports),
+        "max_open_files": spec.max_open_files,
     }
     unshare = ["unshare", "--mount", "--pid", "--net", "--fork", "--kill-child", "--mount-proc"]
     if os.geteuid() != 0:

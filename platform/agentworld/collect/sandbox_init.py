@@ -12,13 +12,18 @@ What the program then sees:
   /proc         this PID namespace only: host processes and their environments are gone
   writes        only under /home/agent, /tmp and a few /dev files (Landlock)
   reads         system directories plus the read-only paths in the spec (Landlock)
-  network       none: a new network namespace, and Landlock denies TCP where supported
+  network       none: a new network namespace, and Landlock denies TCP where supported;
+                with tcp_ports in the spec, the namespace's own loopback comes up and
+                only those ports may be bound or connected to
 """
 
 import ctypes
+import fcntl
 import json
 import os
 import resource
+import socket
+import struct
 import sys
 
 _SYS_CREATE, _SYS_ADD_RULE, _SYS_RESTRICT = 444, 445, 446  # x86_64 and aarch64 alike
@@ -45,6 +50,14 @@ class _RulesetAttr(ctypes.Structure):
 class _PathBeneath(ctypes.Structure):
     _pack_ = 1
     _fields_ = [("allowed", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+class _NetPort(ctypes.Structure):
+    _fields_ = [("allowed", ctypes.c_uint64), ("port", ctypes.c_uint64)]
+
+
+_RULE_NET_PORT, _NET_BIND_CONNECT = 2, 3
+_SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
 
 
 def _fail(msg: str) -> None:
@@ -111,10 +124,27 @@ def _add_rule(ruleset: int, path: str, allowed: int) -> None:
         os.close(fd)
 
 
-def restrict(read_paths: list[str], write_paths: list[str]) -> None:
+def loopback_up() -> None:
+    """Bring up ``lo`` of the fresh network namespace (it starts down): 127.0.0.1 then
+    reaches this namespace's own listeners and nothing else."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        ifreq = struct.pack("16sH14x", b"lo", 0)
+        flags = struct.unpack("16sH14x", fcntl.ioctl(s, _SIOCGIFFLAGS, ifreq))[1]
+        fcntl.ioctl(s, _SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", flags | _IFF_UP))
+
+
+def _add_port_rule(ruleset: int, port: int) -> None:
+    attr = _NetPort(allowed=_NET_BIND_CONNECT, port=port)
+    if libc.syscall(_SYS_ADD_RULE, ruleset, _RULE_NET_PORT, ctypes.byref(attr), 0) != 0:
+        _fail(f"landlock port rule {port}: {os.strerror(ctypes.get_errno())}")
+
+
+def restrict(
+    read_paths: list[str], write_paths: list[str], tcp_ports: list[int] | None = None
+) -> None:
     """Landlock: writes only beneath write_paths, reads only beneath read_paths (plus
-    listing directories from /), no TCP (ABI >= 4), no signals or abstract sockets
-    outside the sandbox (ABI >= 6)."""
+    listing directories from /), TCP only to and from tcp_ports (ABI >= 4), no signals
+    or abstract sockets outside the sandbox (ABI >= 6)."""
     abi = _abi()
     if abi < 1:
         _fail("Landlock is not available in this kernel; refusing to run unconfined")
@@ -133,6 +163,8 @@ def restrict(read_paths: list[str], write_paths: list[str]) -> None:
     _add_rule(ruleset, "/dev/pts", _READ_DIR | _FILE_RW)
     for path in write_paths:
         _add_rule(ruleset, path, rights)
+    for port in (tcp_ports or []) if abi >= 4 else []:
+        _add_port_rule(ruleset, int(port))
     if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         _fail("prctl(NO_NEW_PRIVS) failed")
     if libc.syscall(_SYS_RESTRICT, ruleset, 0) != 0:
@@ -158,8 +190,10 @@ def main(argv: list[str]) -> None:
         spec.get("tmp_size", "64m"),
         [os.path.realpath(p) for p in spec.get("read_paths", [])],
     )
+    if spec.get("tcp_ports"):
+        loopback_up()
     set_limits(spec)
-    restrict(list(spec.get("read_paths", [])), ["/home/agent", "/tmp"])
+    restrict(list(spec.get("read_paths", [])), ["/home/agent", "/tmp"], spec.get("tcp_ports", []))
     os.chdir("/home/agent")
     try:
         os.execvpe(program[0], program, os.environ)
