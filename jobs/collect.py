@@ -14,19 +14,17 @@ With an agent instead of the scripted playbooks (any OpenAI-compatible endpoint)
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 
-PLATFORM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "platform")
-sys.path.insert(0, PLATFORM)
+from agentworld.cli import run_job, url
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--out", required=True, help="output directory (path or fsspec URL)")
+    p.add_argument("--out", type=url, required=True, help="output directory (path or URL)")
     p.add_argument("--recipe", default="debug_cpu", help="defaults come from recipe.collect")
     p.add_argument("--domains", help="comma-separated, e.g. terminal,mcp,swe,search")
     p.add_argument("--episodes", type=int)
@@ -71,30 +69,23 @@ def build_config(args: argparse.Namespace):
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from agentworld.recipes import ConfigError
-
-    try:
-        config = build_config(args)  # a bad config fails here, before Ray starts
-    except ConfigError as e:
-        print(f"collect: invalid configuration: {e}", file=sys.stderr)
-        return 2
-    import ray
-
+    config = build_config(args)  # a bad config fails here, before Ray starts
+    from agentworld.cluster import local_ray
     from agentworld.collect import collect
+    from agentworld.console import say
 
-    if not ray.is_initialized():
-        ray.init(runtime_env={"env_vars": {"PYTHONPATH": os.path.abspath(PLATFORM)}})
     t0 = time.time()
-    manifest = collect(config, args.out)
+    with local_ray():
+        manifest = collect(config, args.out)
     c = manifest["counts"]
-    print(
+    say(
         f"[collect] {c['trajectories']} trajectories ({c['turns']} turns) by domain "
         f"{c['by_domain']}, {c['failed']} failed, in {time.time() - t0:.1f}s -> {args.out}"
     )
     for f in manifest["outputs"]["failed_episodes"][:10]:
-        print(f"[collect] failed {f['id']}: {f['error']}")
+        say(f"[collect] failed {f['id']}: {f['error']}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_job("collect", main))

@@ -16,13 +16,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import sys
 
-PLATFORM = os.path.abspath(
-    os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "platform")
-)
-sys.path.insert(0, PLATFORM)
+from agentworld.cli import run_job, url, urls
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -30,12 +26,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument(
-        "--input", required=True, help="comma-separated shard files or directories (URLs)"
+        "--input", type=urls, required=True, help="comma-separated shard files or directories"
     )
-    p.add_argument("--out", required=True, help="run directory (path or fsspec URL)")
+    p.add_argument("--out", type=url, required=True, help="run directory (path or fsspec URL)")
     p.add_argument("--recipe", default="debug_cpu", help="recipe name (agentworld.recipes)")
     p.add_argument(
-        "--eval-sets", default="", help="comma-separated evaluation sets to decontaminate against"
+        "--eval-sets",
+        type=urls,
+        default=(),
+        help="comma-separated evaluation sets to decontaminate against",
     )
     p.add_argument(
         "--data",
@@ -47,10 +46,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def _split(value: str) -> tuple[str, ...]:
-    return tuple(v.strip() for v in value.split(",") if v.strip())
-
-
 def build_job(args: argparse.Namespace):
     """The PrepareJob; a bad recipe or override fails here, before any work."""
     from agentworld.data.pipeline import PrepareJob
@@ -59,32 +54,25 @@ def build_job(args: argparse.Namespace):
 
     recipe = get_recipe(args.recipe)
     recipe = dataclasses.replace(recipe, data=apply_overrides(recipe.data, args.data, owner="data"))
-    inputs = _split(args.input)
-    if not inputs:
+    if not args.input:
         raise ConfigError("input", "give at least one input URL")
-    return PrepareJob(inputs=inputs, out=args.out, recipe=recipe, eval_sets=_split(args.eval_sets))
+    return PrepareJob(inputs=args.input, out=args.out, recipe=recipe, eval_sets=args.eval_sets)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     job = build_job(args)
-    import ray
-
+    from agentworld.cluster import local_ray
+    from agentworld.console import say
     from agentworld.data.pipeline import check_inputs, prepare
 
     check_inputs(job)  # before any cluster starts
-    started = not ray.is_initialized()
-    if started:  # joins the cluster of RAY_ADDRESS (ray job submit) or starts a local one
-        ray.init(runtime_env={"env_vars": {"PYTHONPATH": PLATFORM}})
-    try:
+    with local_ray():  # joins the cluster of RAY_ADDRESS (ray job submit) or starts one
         report = prepare(job)
-    finally:
-        if started:
-            ray.shutdown()
     totals = report["totals"]
-    print(f"[prepare] done: kept {totals['kept']} of {totals['read']} records -> {job.out}")
+    say(f"[prepare] done: kept {totals['kept']} of {totals['read']} records -> {job.out}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_job("prepare", main))

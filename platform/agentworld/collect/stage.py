@@ -13,6 +13,7 @@ import os
 from typing import Any
 
 from agentworld.collect.config import CollectConfig
+from agentworld.console import Progress, say
 from agentworld.collect.episode import EpisodeSpec, plan_episodes
 from agentworld.io import (
     is_complete,
@@ -48,6 +49,11 @@ def collect(config: CollectConfig, out: str, **storage_options: Any) -> dict[str
     api_key = os.environ.get(config.agent_api_key_env) if config.agent_endpoint else None
     chunks = plan_chunks(config)
     todo = {k: c for k, c in chunks.items() if not _chunk_done(out, k, c, **storage_options)}
+    already = sum(len(c) for k, c in chunks.items() if k not in todo)
+    progress = Progress("collect", config.episodes, "episodes", start=already)
+    done, failed = already, 0
+    if already:
+        say(f"[collect] resuming: {already} episodes already recorded under {out}")
     for k, result in run_chunks(todo, config, api_key):
         if result.records:
             write_jsonl(
@@ -62,6 +68,8 @@ def collect(config: CollectConfig, out: str, **storage_options: Any) -> dict[str
         }
         # Written after the shard: a status file means its shard is complete.
         write_bytes(_status_url(out, k), json.dumps(status, indent=1).encode(), **storage_options)
+        done, failed = done + len(chunks[k]), failed + len(result.failed)
+        progress.update(done, failed=failed)
     return _finish(config, out, chunks, **storage_options)
 
 

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentworld.console import say
 from agentworld.data.config import DataConfig
 from agentworld.recipes.config import Recipe
 
@@ -118,7 +119,7 @@ class Progress:
         self.log(f"[prepare] {i}/{len(STAGES)} {stage}: {message} ({time.time() - self.t0:.1f}s)")
 
 
-def prepare(job: PrepareJob, *, log: Callable[[str], None] = print) -> dict[str, Any]:
+def prepare(job: PrepareJob, *, log: Callable[[str], None] = say) -> dict[str, Any]:
     """Run (or resume, or skip) the prepare stage; returns the report."""
     from agentworld.data import stages
     from agentworld.data.ray_env import data_context, storage_options_for

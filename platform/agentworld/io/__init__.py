@@ -12,9 +12,18 @@ from agentworld.io.shards import (
     write_jsonl,
     write_parquet,
 )
-from agentworld.io.storage import atomic_write, exists, get_fs, join, read_bytes, write_bytes
+from agentworld.io.storage import (
+    absolute_url,
+    atomic_write,
+    exists,
+    get_fs,
+    join,
+    read_bytes,
+    write_bytes,
+)
 
 __all__ = [
+    "absolute_url",
     "ReadResult",
     "Rejected",
     "atomic_write",

@@ -26,6 +26,23 @@ def get_fs(url: str, **storage_options: Any) -> tuple[fsspec.AbstractFileSystem,
     return fs, path
 
 
+def absolute_url(url: str) -> str:
+    """``url`` with a relative local path made absolute against the current directory;
+    URLs with a scheme (``s3://``, ``memory://``, ``file:///abs``) pass unchanged.
+
+    Jobs call this once on every path they receive, before any Ray task or actor sees
+    it: Ray Train workers and Ray Data tasks run in other working directories, where a
+    relative path resolves elsewhere (transformers then takes it for a hub repo id)."""
+    if not url:
+        return url
+    if url.startswith("file://"):
+        rest = url.removeprefix("file://")
+        return url if rest.startswith("/") else "file://" + os.path.abspath(rest)
+    if "://" in url:
+        return url
+    return os.path.abspath(os.path.expanduser(url))
+
+
 def join(url: str, *parts: str) -> str:
     """Join URL parts with '/', whatever the protocol."""
     if "://" in url:

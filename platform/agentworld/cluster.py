@@ -1,0 +1,57 @@
+"""The Ray cluster a job runs on: the one ``RAY_ADDRESS`` names (``ray job submit``,
+a KubeRay RayJob, ``ray start --head`` on this machine), else a local one started here.
+
+Either way the ``agentworld`` package the driver imported travels to every worker
+through the job's runtime env (``py_modules``), so workers on other nodes, in other
+working directories, run the same code as the driver without a shared checkout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from typing import Any
+
+# Passed on to every worker: tracking stays offline unless the user says otherwise, and
+# tokenizers does not fork a thread pool per Ray worker.
+_ENV_DEFAULTS = {"WANDB_MODE": "offline", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
+
+
+def package_dir() -> str:
+    """The directory of the imported ``agentworld`` package."""
+    import agentworld
+
+    return os.path.dirname(os.path.abspath(agentworld.__file__))
+
+
+def runtime_env(env_vars: dict[str, str] | None = None) -> dict[str, Any]:
+    """The job-level runtime env: the package as a py_module, and the variables above
+    (the driver's own values win)."""
+    env = {k: os.environ.get(k, v) for k, v in _ENV_DEFAULTS.items()}
+    env.update(env_vars or {})
+    return {"py_modules": [package_dir()], "env_vars": env}
+
+
+@contextlib.contextmanager
+def local_ray(
+    *, num_cpus: int | None = None, env_vars: dict[str, str] | None = None, **init: Any
+) -> Iterator[bool]:
+    """Make sure Ray is initialized for the block; yields True when it started (or
+    joined) the cluster here, and then shuts it down at the end. ``num_cpus`` applies to
+    a local cluster only: a joined one has the resources its nodes were started with."""
+    import ray
+
+    if ray.is_initialized():
+        yield False
+        return
+    kwargs: dict[str, Any] = {"runtime_env": runtime_env(env_vars), **init}
+    if not os.environ.get("RAY_ADDRESS"):
+        kwargs.setdefault("include_dashboard", False)
+        if num_cpus is not None:
+            kwargs["num_cpus"] = num_cpus
+    ray.init(**kwargs)
+    try:
+        yield True
+    finally:
+        ray.shutdown()
