@@ -14,17 +14,20 @@ Run:  python jobs/cpt.py --data runs/demo/prepared --out runs/demo/cpt --recipe 
 
 from __future__ import annotations
 
-import os
+import argparse
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "platform"))
+from agentworld.cli import run_job
+from agentworld.train import cli
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    return cli.parse_args("cpt", __doc__, argv)
 
 
 def main(argv: list[str] | None = None) -> int:
-    from agentworld.train.cli import main as run
-
-    return run("cpt", __doc__, argv)
+    return cli.main("cpt", __doc__, argv)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_job("cpt", main))

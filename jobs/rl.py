@@ -19,19 +19,18 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "platform"))
+from agentworld.cli import run_job, url
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--data", required=True, help="prepare run directory or samples/sft URL")
-    p.add_argument("--init", required=True, help="HF checkpoint URL to start from")
-    p.add_argument("--out", required=True, help="run directory (path or fsspec URL)")
+    p.add_argument("--data", type=url, required=True, help="prepare run dir or samples/sft URL")
+    p.add_argument("--init", type=url, required=True, help="HF checkpoint URL to start from")
+    p.add_argument("--out", type=url, required=True, help="run directory (path or fsspec URL)")
     p.add_argument("--recipe", default="debug_cpu")
     p.add_argument("--max-steps", type=int, help="override recipe.rl.max_steps")
     p.add_argument("--judge-url", help="add the rubric judge reward on this endpoint")
@@ -67,18 +66,17 @@ def main(argv: list[str] | None = None) -> int:
     from agentworld.io import exists
 
     recipe = build_recipe(args)  # bad config fails here, before Ray or any model starts
-    for flag, url in (("--data", args.data), ("--init", args.init)):
-        if not exists(url):
-            raise SystemExit(f"{flag}: {url} does not exist")
-    import ray
-
+    for flag, given in (("--data", args.data), ("--init", args.init)):
+        if not exists(given):
+            raise SystemExit(f"{flag}: {given} does not exist")
+    from agentworld.cluster import local_ray
+    from agentworld.console import say
     from agentworld.rl.run import run_rl
 
-    if not ray.is_initialized():
-        ray.init()
-    manifest = run_rl(data_url=args.data, init_url=args.init, out_url=args.out, recipe=recipe)
+    with local_ray():
+        manifest = run_rl(data_url=args.data, init_url=args.init, out_url=args.out, recipe=recipe)
     counts = manifest.get("counts", {})
-    print(
+    say(
         f"[rl] done: {counts.get('steps')} steps, reward {counts.get('reward_first', 0):.3f} -> "
         f"{counts.get('reward_last', 0):.3f}; policy at {manifest.get('outputs', {}).get('hf')}"
     )
@@ -86,4 +84,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_job("rl", main))

@@ -12,17 +12,20 @@ Run:  python jobs/sft.py --data runs/demo/prepared --init runs/demo/cpt/hf --out
 
 from __future__ import annotations
 
-import os
+import argparse
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "platform"))
+from agentworld.cli import run_job
+from agentworld.train import cli
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    return cli.parse_args("sft", __doc__, argv)
 
 
 def main(argv: list[str] | None = None) -> int:
-    from agentworld.train.cli import main as run
-
-    return run("sft", __doc__, argv)
+    return cli.main("sft", __doc__, argv)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_job("sft", main))

@@ -10,12 +10,15 @@ import os
 import tempfile
 from typing import Any
 
+from agentworld.console import Progress
 from agentworld.io import exists, join, read_bytes, write_bytes
 
 
 class MetricsLog:
     def __init__(self, out_url: str, *, config: Any, start_step: int, use_wandb: bool) -> None:
         self.url = join(out_url, "metrics.jsonl")
+        max_steps = getattr(getattr(config, "rl", None), "max_steps", None)
+        self.progress = Progress("rl", max_steps, "steps", every_s=0.0, start=start_step)
         self.rows = [r for r in self._read() if r["step"] < start_step]
         self.run = _wandb_run(out_url, config) if use_wandb else None
 
@@ -30,20 +33,22 @@ class MetricsLog:
         write_bytes(self.url, data.encode())
         if self.run is not None:
             self.run.log(metrics, step=step)
-        print(_progress(step, metrics), flush=True)
+        self.progress.update(step, **_progress(metrics))
 
     def close(self) -> None:
         if self.run is not None:
             self.run.finish()
 
 
-def _progress(step: int, m: dict[str, float]) -> str:
-    return (
-        f"[rl] step {step}: reward {m['reward/total']:.3f} (rules {m['reward/rules']:.3f}) "
-        f"len {m['rollout/response_len']:.1f} kl {m['learner/kl']:.4f} "
-        f"entropy {m['learner/entropy']:.2f} rollout {m['time/rollout_s']:.2f}s "
-        f"sync {m['time/sync_s']:.2f}s ({100 * m['time/sync_share']:.0f}% of step)"
-    )
+def _progress(m: dict[str, float]) -> dict[str, str]:
+    return {
+        "reward": f"{m['reward/total']:.3f} (rules {m['reward/rules']:.3f})",
+        "len": f"{m['rollout/response_len']:.1f}",
+        "kl": f"{m['learner/kl']:.4f}",
+        "entropy": f"{m['learner/entropy']:.2f}",
+        "rollout": f"{m['time/rollout_s']:.2f}s",
+        "sync": f"{m['time/sync_s']:.2f}s ({100 * m['time/sync_share']:.0f}% of step)",
+    }
 
 
 def _wandb_run(out_url: str, config: Any) -> Any:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentworld.console import say
 from agentworld.recipes.config import Recipe
 
 
@@ -28,10 +29,9 @@ def prepare_contexts(
         write_jsonl(join(out_url, "quarantine", "contexts.jsonl"), loaded.rejected)
     if not contexts:
         raise ValueError(f"--data {data_url}: no usable contexts ({len(loaded.rejected)} rejected)")
-    print(
+    say(
         f"[rl] {len(contexts)} contexts, {len(loaded.rejected)} rejected, "
-        f"{loaded.held_out} held out (eval split)",
-        flush=True,
+        f"{loaded.held_out} held out (eval split)"
     )
     return contexts, len(loaded.rejected)
 
@@ -57,7 +57,7 @@ def run_rl(
     from agentworld.rl.rewards import build_rewards
 
     if is_complete(out_url):
-        print(f"[rl] {out_url} is complete; nothing to do", flush=True)
+        say(f"[rl] {out_url} is complete; nothing to do")
         return read_manifest(out_url)
     rl = recipe.rl
     tokenizer = load_tokenizer(init_url)
@@ -71,7 +71,7 @@ def run_rl(
         if start:
             checkpoint.load(workers, out_url, start)
             workers.sync_weights(start)
-            print(f"[rl] resumed from step {start}", flush=True)
+            say(f"[rl] resumed from step {start}")
         log = MetricsLog(out_url, config=recipe, start_step=start, use_wandb=rl.wandb)
         trainer = Trainer(
             recipe=recipe,

@@ -6,11 +6,14 @@ history that goes into the manifest."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ray.train import UserCallback
+
+from agentworld.console import duration, say
 
 
 class ForwardReports(UserCallback):
@@ -42,7 +45,9 @@ class History:
     last: dict[str, Any] = field(default_factory=dict)
 
 
-def progress_line(stage: str, m: dict[str, Any], checkpoint: str | None) -> str:
+def progress_line(
+    stage: str, m: dict[str, Any], checkpoint: str | None, left_s: float | None = None
+) -> str:
     parts = [f"[{stage}] step {m.get('step', 0)}/{m.get('max_steps', '?')}"]
     if "loss" in m:
         parts.append(f"loss {m['loss']:.4f} lb {m['load_balance_loss']:.4f} lr {m['lr']:.2e}")
@@ -51,6 +56,8 @@ def progress_line(stage: str, m: dict[str, Any], checkpoint: str | None) -> str:
         parts.append(f"eval {m['eval_loss']:.4f}")
     if checkpoint:
         parts.append(f"ckpt {checkpoint.rstrip('/').rsplit('/', 1)[-1]}")
+    if left_s is not None:
+        parts.append(f"about {duration(left_s)} left")
     return " | ".join(parts)
 
 
@@ -63,14 +70,28 @@ class Progress:
         queue,
         *,
         wandb_run=None,
-        log: Callable[[str], None] = print,
+        log: Callable[[str], None] = say,
         on_event: Callable[[dict], None] | None = None,
     ) -> None:
         self.stage, self.queue, self.wandb_run, self.log = stage, queue, wandb_run, log
         self.on_event = on_event
         self.history = History()
+        self._first: tuple[int, float] | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"{stage}-progress", daemon=True)
+
+    def _left(self, m: dict[str, Any]) -> float | None:
+        """Seconds left at the rate of the steps seen in this process (a resumed run
+        starts counting at its first report)."""
+        step, total = int(m.get("step", 0)), m.get("max_steps")
+        now = time.monotonic()
+        if self._first is None:
+            self._first = (step, now)
+            return None
+        done = step - self._first[0]
+        if not total or done <= 0:
+            return None
+        return (int(total) - step) * (now - self._first[1]) / done
 
     def __enter__(self) -> Progress:
         self._thread.start()
@@ -114,7 +135,7 @@ class Progress:
             if event["checkpoint"]:
                 h.checkpoints.append(event["checkpoint"])
             h.last = m
-            self.log(progress_line(self.stage, m, event["checkpoint"]))
+            self.log(progress_line(self.stage, m, event["checkpoint"], self._left(m)))
             if self.wandb_run is not None:
                 self.wandb_run.log(
                     {k: v for k, v in m.items() if isinstance(v, int | float)}, step=step

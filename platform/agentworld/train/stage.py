@@ -11,6 +11,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from agentworld.console import say
 from agentworld.train.job import DataPlan, TrainJob
 
 
@@ -89,7 +90,7 @@ def _fit(job: TrainJob, plan: DataPlan, log, on_event):
 def run_stage(
     job: TrainJob,
     *,
-    log: Callable[[str], None] = print,
+    log: Callable[[str], None] = say,
     on_event: Callable[[dict], None] | None = None,
 ) -> dict[str, Any]:
     """Run (or resume, or skip) the stage; returns its manifest. Needs a Ray cluster
