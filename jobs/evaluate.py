@@ -19,12 +19,11 @@ or through Ray: ray job submit --working-dir . -- python jobs/evaluate.py <comma
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
-import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "platform"))
-
+from agentworld.cli import run_job, url
 
 HELP = {
     "infer": "predict the observation of every item of the input",
@@ -43,10 +42,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for name in ("infer", "fidelity"):
         s = sub.add_parser(name, help=HELP[name])
         s.add_argument(
-            "--input", required=True, help="AgentWorldBench dir, record shards or samples"
+            "--input", type=url, required=True, help="AgentWorldBench dir, records or samples"
         )
         s.add_argument("--format", default="auto", choices=["auto", "awb", "record", "samples"])
-        s.add_argument("--out", required=True, help="run directory (path or fsspec URL)")
+        s.add_argument("--out", type=url, required=True, help="run directory (path or URL)")
         s.add_argument(
             "--split", default="eval", help="prepare samples: eval, train or all (default eval)"
         )
@@ -55,15 +54,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             add_judge_options(s, required=False)
         s.add_argument("--name", help="label of the model in tables and charts")
     s = sub.add_parser("judge", help="judge the run's predictions")
-    s.add_argument("--out", required=True)
+    s.add_argument("--out", type=url, required=True)
     add_judge_options(s, required=True)
     s = sub.add_parser("score", help="per-domain summary, table and chart of the run")
-    s.add_argument("--out", required=True)
+    s.add_argument("--out", type=url, required=True)
     s.add_argument("--name", help="label of the model (default: from the infer manifest)")
     s.add_argument("--metric", help="chart metric: rule.<name> or judge.<name>")
     s = sub.add_parser("compare", help="one table and chart over several runs")
-    s.add_argument("--summaries", nargs="+", required=True, help="score/summary.json URLs")
-    s.add_argument("--out", required=True)
+    s.add_argument(
+        "--summaries", type=url, nargs="+", required=True, help="score/summary.json URLs"
+    )
+    s.add_argument("--out", type=url, required=True)
     s.add_argument("--metric")
     return p.parse_args(argv)
 
@@ -78,15 +79,19 @@ def main(argv: list[str] | None = None) -> int:
     infer_cfg = cli.infer_config(base, args) if args.command in ("infer", "fidelity") else None
     judge_cfg = cli.judge_config(base, args) if getattr(args, "judge_url", None) else None
     if args.command in ("infer", "fidelity"):
-        m = stages.infer_stage(
-            args.input,
-            args.out,
-            infer_cfg,
-            model_url=args.model,
-            name=cli.model_name(args),
-            fmt=args.format,
-            split=None if args.split == "all" else args.split,
-        )
+        from agentworld.cluster import local_ray
+
+        ray_needed = local_ray() if args.model else contextlib.nullcontext()
+        with ray_needed:  # vLLM engines run as Ray actors; an endpoint needs no cluster
+            m = stages.infer_stage(
+                args.input,
+                args.out,
+                infer_cfg,
+                model_url=args.model,
+                name=cli.model_name(args),
+                fmt=args.format,
+                split=None if args.split == "all" else args.split,
+            )
         _report("infer", m)
     if judge_cfg is not None:
         _report("judge", stages.judge_stage(args.out, judge_cfg))
@@ -119,4 +124,4 @@ def _report(stage: str, manifest: dict) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_job("evaluate", main))

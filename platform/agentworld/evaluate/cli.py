@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 
+from agentworld.cli import url
 from agentworld.evaluate.config import EvaluateConfig, InferConfig, JudgeConfig
 
 
@@ -13,7 +14,9 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
     """The model under evaluation: a local checkpoint or an endpoint."""
     g = p.add_argument_group("model under evaluation")
     src = g.add_mutually_exclusive_group(required=True)
-    src.add_argument("--model", help="HF checkpoint URL: vLLM batch inference on Ray Data")
+    src.add_argument(
+        "--model", type=url, help="HF checkpoint URL: vLLM batch inference on Ray Data"
+    )
     src.add_argument("--endpoint", help="OpenAI-compatible base URL, e.g. http://host:8000/v1")
     g.add_argument("--served-model", help="model name at --endpoint (default: its first model)")
     g.add_argument("--concurrency", type=int, help="requests in flight at --endpoint")
