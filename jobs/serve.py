@@ -21,11 +21,15 @@ import argparse
 import dataclasses
 import os
 import secrets
+import signal
 import sys
 import time
 
+from agentworld.cli import run_job, url
+
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-sys.path.insert(0, os.path.join(ROOT, "platform"))
+STOP_TIMEOUT_S = 60
+"""Past this many seconds after SIGTERM/SIGINT, the process exits without waiting on Serve."""
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -35,7 +39,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--config", default=os.path.join(ROOT, "serve", "sim_cpu.yaml"), help="Serve config (YAML)"
     )
-    p.add_argument("--model", help="checkpoint path or URL (overrides engine.model)")
+    p.add_argument("--model", type=url, help="checkpoint path or URL (overrides engine.model)")
     p.add_argument("--api-keys", help="team=key pairs, comma separated")
     p.add_argument("--host", default=None, help="HTTP host (default: the config's)")
     p.add_argument("--port", type=int, default=None, help="HTTP port (default: the config's)")
@@ -43,7 +47,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--num-cpus", type=int, default=4, help="logical CPUs of a local Ray cluster (>= 4)"
     )
     p.add_argument("--smoke", action="store_true", help="check every route once, then stop")
-    p.add_argument("--out", default=None, help="with --smoke: where manifest.json goes")
+    p.add_argument("--out", type=url, help="with --smoke: where manifest.json goes")
     return p.parse_args(argv)
 
 
@@ -95,7 +99,7 @@ def resolve_keys(args: argparse.Namespace, cfg):
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     name, cfg, http = load_config(args)
-    from agentworld.io import is_complete, write_manifest
+    from agentworld.io import is_complete
 
     if args.smoke and args.out and is_complete(args.out):
         print(f"[serve] {args.out} is complete; nothing to do (delete it to rerun)")
@@ -103,23 +107,28 @@ def main(argv: list[str] | None = None) -> int:
     cfg, key = resolve_keys(args, cfg)
     if args.smoke and key is None:
         sys.exit("[serve] --smoke needs a key it can call with: pass --api-keys")
-    import ray
+    from agentworld.cluster import local_ray
+
+    env = {}
+    if cfg.auth.api_keys_env and os.environ.get(cfg.auth.api_keys_env):
+        env[cfg.auth.api_keys_env] = os.environ[cfg.auth.api_keys_env]
+    with local_ray(num_cpus=args.num_cpus, env_vars=env):
+        return _serve(args, name, cfg, http, key)
+
+
+def _serve(args: argparse.Namespace, name: str, cfg, http: dict, key: str | None) -> int:
     from ray import serve
 
+    from agentworld.console import say
+    from agentworld.io import write_manifest
     from agentworld.sim.app import build_sim_app
 
-    if not ray.is_initialized():
-        env = {"PYTHONPATH": os.path.abspath(os.path.join(ROOT, "platform"))}
-        if cfg.auth.api_keys_env and os.environ.get(cfg.auth.api_keys_env):
-            env[cfg.auth.api_keys_env] = os.environ[cfg.auth.api_keys_env]
-        local = {} if os.environ.get("RAY_ADDRESS") else {"num_cpus": args.num_cpus}
-        ray.init(runtime_env={"env_vars": env}, **local)
     t0 = time.time()
     serve.start(http_options=http)
     serve.run(build_sim_app(cfg), name=name, route_prefix="/")
     base = f"http://{http.get('host', '127.0.0.1')}:{http.get('port', 8000)}"
-    print(f"[serve] ready in {time.time() - t0:.0f}s at {base} (model {cfg.engine.model_id!r})")
-    print(
+    say(f"[serve] ready in {time.time() - t0:.0f}s at {base} (model {cfg.engine.model_id!r})")
+    say(
         f"[serve] try: curl -H 'Authorization: Bearer <key>' {base}/v1/sessions -d '{{\"domain\": \"terminal\"}}'"
     )
     if not args.smoke:
@@ -127,9 +136,10 @@ def main(argv: list[str] | None = None) -> int:
     from agentworld.sim.smoke import smoke_check
 
     result = smoke_check(base, key, cfg.engine.model_id)
-    print(f"[serve] smoke passed: {result}")
+    say(f"[serve] smoke passed: {result}")
     if args.out:
         counts = {k: v for k, v in result.items() if isinstance(v, int)}
+        counts["latency_ms"] = result["latency_ms"]
         write_manifest(
             args.out, stage="serve", inputs=[cfg.engine.model], config=cfg.redacted(), counts=counts
         )
@@ -138,15 +148,27 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _block(name: str) -> int:
+    """Serve until SIGTERM or SIGINT, then shut Serve down (Ray stops when the caller's
+    ``local_ray`` block ends); exit 0. A shutdown that hangs is cut off after
+    STOP_TIMEOUT_S by an alarm, so that a stop always ends the process."""
     from ray import serve
 
+    from agentworld.console import say
+
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # both arrive as KeyboardInterrupt
     try:
         while True:
             time.sleep(3600)
     except KeyboardInterrupt:
-        serve.delete(name)
+        say("[serve] stopping: shutting Serve down")
+        signal.signal(signal.SIGALRM, lambda *_: os._exit(0))
+        signal.alarm(STOP_TIMEOUT_S)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second signal must not cut the shutdown
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        serve.shutdown()
+    say("[serve] stopped")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_job("serve", main))
