@@ -111,10 +111,16 @@ class RolloutGroup:
             for i in range(ro.num_engines)
         ]
 
-    def generate(self, prompts: list[list[int]], *, n: int) -> list[list[Completion]]:
+    def generate(
+        self, prompts: list[list[int]], *, n: int, temperature: float | None = None
+    ) -> list[list[Completion]]:
         k = len(self.engines)
         parts = [prompts[i::k] for i in range(k)]
-        refs = [e.generate.remote(p, n=n) for e, p in zip(self.engines, parts, strict=True) if p]
+        refs = [
+            e.generate.remote(p, n=n, temperature=temperature)
+            for e, p in zip(self.engines, parts, strict=True)
+            if p
+        ]
         out: list[list[Completion]] = [[] for _ in prompts]
         for i, res in enumerate(gather(refs, "rollout generate", timeout_s=self.timeout_s)):
             out[i::k] = res

@@ -84,7 +84,12 @@ class RolloutEngine:
         self.llm.llm_engine.set_weight_version("0")
 
     def generate(
-        self, prompts: list[list[int]], *, n: int, max_new_tokens: int | None = None
+        self,
+        prompts: list[list[int]],
+        *,
+        n: int,
+        max_new_tokens: int | None = None,
+        temperature: float | None = None,
     ) -> list[list[Completion]]:
         """``n`` sampled completions per prompt (token ids in, so that the learner sees
         exactly the tokens the engine saw). Sampling draws from the engine's seeded
@@ -95,7 +100,8 @@ class RolloutEngine:
 
         params = SamplingParams(
             n=n,
-            temperature=self.cfg.temperature,
+            # An explicit temperature (0: greedy, an agent's evaluation) overrides the recipe's.
+            temperature=self.cfg.temperature if temperature is None else temperature,
             top_p=self.cfg.top_p,
             max_tokens=max_new_tokens or self.cfg.max_new_tokens,
             skip_special_tokens=False,
