@@ -45,7 +45,51 @@ def markdown_table(summary: dict[str, Any], *, title: str | None = None) -> str:
         "Rule metrics and judge scores are on a 0-100 scale; judge scores are "
         "(raw - 1) / 4 * 100 over valid verdicts; JSON ok counts only JSON observations.",
     ]
+    if summary.get("baselines"):
+        lines += ["", *baseline_lines(summary)]
     return "\n".join(lines) + "\n"
+
+
+def baseline_lines(summary: dict[str, Any]) -> list[str]:
+    """The model beside every baseline per domain, and its margin over the best one."""
+    from agentworld.evaluate.score import MARGIN_METRICS
+
+    names = list(summary["baselines"])
+    label = dict(RULE_COLUMNS)
+    head = ["domain", "items"]
+    for metric in MARGIN_METRICS:
+        head += [f"{label[metric]} model", *(f"{label[metric]} {n}" for n in names)]
+        head.append(f"{label[metric]} margin")
+    lines = ["### Against baselines", "", _row(head), _row(["---"] * len(head))]
+    for domain, d in summary["domains"].items():
+        cells = [f"**{domain}**" if domain == ALL else domain, str(d["predictions"])]
+        for metric in MARGIN_METRICS:
+            cells.append(_fmt(d["rule"][metric]))
+            for n in names:
+                entry = summary["baselines"][n].get(domain)
+                cells.append(_fmt(entry["rule"][metric] if entry else None))
+            m = summary["margin"].get(domain, {}).get(metric)
+            cells.append("-" if m is None else f"{m['margin']:+.1f} vs {m['baseline']}")
+        lines.append(_row(cells))
+    lines += [
+        "",
+        "copy_previous: the last observation in the context (empty at turn 1); retrieval: "
+        "the observation after the most similar environment + action of the training "
+        "split (BM25). Margin: the model minus the best baseline (positive = better).",
+    ]
+    return lines
+
+
+def with_baselines(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The summaries followed by one pseudo-summary per baseline (those of the first
+    summary that has them: runs compared on one input share their baselines), so that
+    tables and charts show them as one column or bar each."""
+    first = next((s for s in summaries if s.get("baselines")), None)
+    extra = [
+        {"model": name, "judged": False, "domains": domains}
+        for name, domains in (first or {}).get("baselines", {}).items()
+    ]
+    return [*summaries, *extra]
 
 
 def _row(cells: list[str]) -> str:

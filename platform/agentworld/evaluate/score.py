@@ -88,3 +88,42 @@ def summarize(
             entry["judge"] = judge_summary(judged.get(domain, []), len(j_failed.get(domain, [])))
         domains[domain] = entry
     return {"model": model, "judged": judgments is not None, "domains": domains}
+
+
+MARGIN_METRICS = ("char_f1", "rouge_l")
+
+
+def add_baselines(summary: dict[str, Any], baselines: dict[str, list[dict[str, Any]]]) -> None:
+    """Score each baseline's prediction rows like a model's, into ``summary["baselines"]``
+    (``{name: {domain: entry}}``), and the model's margin over the best baseline per
+    domain and metric into ``summary["margin"]``."""
+    summary["baselines"] = {
+        name: summarize(rows, model=name)["domains"] for name, rows in baselines.items()
+    }
+    summary["margin"] = margins(summary)
+
+
+def margins(summary: dict[str, Any]) -> dict[str, Any]:
+    """``{domain: {metric: {"baseline", "baseline_value", "model", "margin"}}}``: the
+    model minus the best baseline on that domain (positive = the model is better)."""
+    out: dict[str, Any] = {}
+    for domain, entry in summary["domains"].items():
+        per_metric = {}
+        for metric in MARGIN_METRICS:
+            model_value = entry["rule"][metric]
+            scored = [
+                (b[domain]["rule"][metric], name)
+                for name, b in summary.get("baselines", {}).items()
+                if domain in b and b[domain]["rule"][metric] is not None
+            ]
+            if model_value is None or not scored:
+                continue
+            best_value, best = max(scored)
+            per_metric[metric] = {
+                "baseline": best,
+                "baseline_value": best_value,
+                "model": model_value,
+                "margin": model_value - best_value,
+            }
+        out[domain] = per_metric
+    return out

@@ -131,32 +131,78 @@ def judge_stage(run_url: str, cfg: JudgeConfig, **so: Any) -> dict[str, Any]:
     )
 
 
+def baseline_train_source(run_url: str, **so: Any) -> tuple[str, str] | None:
+    """(URL, format) of the training split the retrieval baseline retrieves from, by
+    default: the other side of the split when the run evaluated prepare's eval samples;
+    None when the input has no training split (AgentWorldBench rows, records)."""
+    m = read_manifest(join(run_url, "infer"), **so)
+    if m is None:
+        return None
+    fmt = m["counts"].get("input_format", m["inputs"].get("format"))
+    if fmt == "samples" and m["inputs"].get("split") == "eval":
+        return m["inputs"]["input"], "samples"
+    return None
+
+
+def _baselines(
+    run_url: str, predictions: list[dict[str, Any]], train: tuple[str, str] | None, **so: Any
+) -> dict[str, list[dict[str, Any]]]:
+    """Baseline prediction rows for the run's items, also written under score/baselines/."""
+    from agentworld.evaluate.baselines import Retrieval, baseline_rows
+    from agentworld.evaluate.items import load_items
+
+    if not all("messages" in p for p in predictions):
+        return {}  # rows without their context (written by hand, not by infer)
+    retrieval = None
+    if train is not None:
+        split = "train" if train[1] == "samples" else None
+        examples = load_items(train[0], fmt=train[1], split=split, **so).items
+        retrieval = Retrieval((i.messages, i.reference) for i in examples)
+    rows = baseline_rows(predictions, retrieval)
+    for name, got in rows.items():
+        write_jsonl(join(run_url, "score", "baselines", f"{name}.jsonl"), got, **so)
+    return rows
+
+
 def score_stage(
-    run_url: str, *, model: str, metric: str | None = None, title: str | None = None, **so: Any
+    run_url: str,
+    *,
+    model: str,
+    metric: str | None = None,
+    title: str | None = None,
+    baseline_train: tuple[str, str] | None = None,
+    **so: Any,
 ) -> dict[str, Any]:
-    """Summary JSON, Markdown table and chart of the run (judge scores when judged)."""
+    """Summary JSON, Markdown table and chart of the run (judge scores when judged),
+    with the baselines scored on the same items beside the model. ``baseline_train``:
+    (URL, format) of the retrieval baseline's training data; default
+    ``baseline_train_source``."""
     from agentworld.evaluate.report import default_metric, markdown_table
-    from agentworld.evaluate.score import summarize
+    from agentworld.evaluate.score import add_baselines, summarize
 
     out = join(run_url, "score")
+    train = baseline_train or baseline_train_source(run_url, **so)
     inputs = {
         "infer": _stamp(join(run_url, "infer"), **so),
         "judge": _stamp(join(run_url, "judge"), **so),
         "model": model,
         "metric": metric,
+        "baseline_train": list(train) if train else None,
     }
     if inputs["infer"] is None:
         raise FileNotFoundError(f"{run_url}: no infer/manifest.json; run infer first")
     if _up_to_date(out, inputs, **so):
         return read_manifest(out, **so)
     judge_dir = join(run_url, "judge")
+    predictions = read_jsonl(join(run_url, "infer", "predictions.jsonl"), **so)
     summary = summarize(
-        read_jsonl(join(run_url, "infer", "predictions.jsonl"), **so),
+        predictions,
         judgments=_rows(join(judge_dir, "judgments.jsonl"), **so) if inputs["judge"] else None,
         judge_failed=_rows(join(judge_dir, "failed.jsonl"), **so),
         infer_failed=_rows(join(run_url, "infer", "failed.jsonl"), **so),
         model=model,
     )
+    add_baselines(summary, _baselines(run_url, predictions, train, **so))
     metric = metric or default_metric([summary])
     write_outputs(out, [summary], metric=metric, table=markdown_table(summary, title=title), **so)
     return write_manifest(
@@ -178,12 +224,13 @@ def compare_stage(
     summary_urls: list[str], out: str, *, metric: str | None = None, **so: Any
 ) -> dict[str, Any]:
     """One table and one chart over several runs' summaries (one bar per model)."""
-    from agentworld.evaluate.report import comparison_table, default_metric
+    from agentworld.evaluate.report import comparison_table, default_metric, with_baselines
     from agentworld.io import read_bytes
 
     summaries = [json.loads(read_bytes(u, **so)) for u in summary_urls]
     metric = metric or default_metric(summaries)
-    write_outputs(out, summaries, metric=metric, table=comparison_table(summaries, metric), **so)
+    table = comparison_table(with_baselines(summaries), metric)
+    write_outputs(out, summaries, metric=metric, table=table, **so)
     return write_manifest(
         out,
         stage="evaluate.compare",
@@ -198,13 +245,13 @@ def compare_stage(
 def write_outputs(
     out: str, summaries: list[dict[str, Any]], *, metric: str, table: str, **so: Any
 ) -> None:
-    from agentworld.evaluate.report import chart_png
+    from agentworld.evaluate.report import chart_png, with_baselines
 
     if len(summaries) == 1:
         data = json.dumps(summaries[0], indent=2, sort_keys=True).encode()
         write_bytes(join(out, "summary.json"), data, **so)
     write_bytes(join(out, "table.md"), table.encode(), **so)
-    write_bytes(join(out, "chart.png"), chart_png(summaries, metric), **so)
+    write_bytes(join(out, "chart.png"), chart_png(with_baselines(summaries), metric), **so)
 
 
 def infer_model(run_url: str, **so: Any) -> str:
