@@ -1,106 +1,110 @@
 """The main job on the embedded default: local Ray, a local storage directory, the
-vLLM CPU build. Runs the pipeline end to end on a small corpus it records itself:
+vLLM CPU build. Runs the whole pipeline on a small corpus it records itself:
 
   collect   -> <out>/raw        real terminal, MCP, SWE and search episodes
   prepare   -> <out>/prepared   validate, dedup, decontaminate, tokenize, pack
   cpt       -> <out>/cpt        Ray Train + DeepSpeed MoE, HF export in cpt/hf
   sft       -> <out>/sft        from cpt/hf, loss on observations only
-  rl        -> <out>/rl         (--with-rl) GRPO with vLLM rollouts, rule rewards
-  evaluate  -> <out>/eval       sim-vs-real fidelity on held-out turns (rule metrics)
+  rl        -> <out>/rl         GRPO with vLLM rollouts and rule rewards (--skip-rl: none)
+  evaluate  -> <out>/eval       sim-vs-real fidelity on held-out turns, beside baselines
   serve     -> <out>/serve      the simulator API on Ray Serve, every route checked once
+  report    -> <out>/report     index.html and report.md (also: python jobs/report.py)
 
-Every stage is idempotent: a rerun skips finished stages and resumes a killed one.
-All stages share one local Ray cluster.
+The console shows one line per stage start and end plus progress; each stage's own
+output (Ray, Ray Data, vLLM) goes to <out>/logs/<stage>.log. Every stage is idempotent:
+a rerun skips finished stages and resumes a killed one. All stages share one Ray cluster.
 
 Run:  python jobs/demo.py --out runs/demo          (or `make demo`)
+      python jobs/demo.py --out runs/quick --episodes 8 --max-steps 4 --skip-serve
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import os
 import sys
-import time
+
+from agentworld.cli import run_job, url
 
 JOBS = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(JOBS, "..", "platform"))
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--out", default="runs/demo", help="run directory (path or fsspec URL)")
+    p.add_argument("--out", type=url, default=url("runs/demo"), help="run directory")
     p.add_argument("--recipe", default="debug_cpu")
     p.add_argument("--episodes", type=int, default=24, help="episodes to record")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--with-rl", action="store_true", help="also run a short RL stage")
-    p.add_argument("--skip-serve", action="store_true", help="leave out the Serve smoke check")
-    p.add_argument(
-        "--num-cpus",
-        type=int,
-        default=4,
-        help="logical CPUs of the local Ray cluster: training wants workers + 1 for Ray Data",
-    )
+    p.add_argument("--max-steps", type=int, help="steps of cpt, sft and rl (default: recipe)")
+    p.add_argument("--max-items", type=int, help="held-out turns to evaluate (default: all)")
+    p.add_argument("--skip-rl", action="store_true", help="leave out the RL stage")
+    p.add_argument("--skip-serve", action="store_true", help="leave out the Serve check")
+    p.add_argument("--num-cpus", type=int, default=4, help="logical CPUs of the local cluster")
     return p.parse_args(argv)
 
 
-def stages(args: argparse.Namespace) -> list[tuple[str, list[str]]]:
-    """(job name, argv) in pipeline order."""
-    out, recipe = args.out.rstrip("/"), ["--recipe", args.recipe]
-    policy = f"{out}/rl/hf" if args.with_rl else f"{out}/sft/hf"
+def plan(args: argparse.Namespace) -> list:
+    """The stages in pipeline order, each the job a user would run on its own."""
+    from agentworld.pipeline import Stage
+
+    out, recipe = args.out.rstrip("/"), ("--recipe", args.recipe)
+    steps = ("--train", f"max_steps={args.max_steps}") if args.max_steps else ()
+    policy = f"{out}/sft/hf" if args.skip_rl else f"{out}/rl/hf"
+    items = ("--max-items", str(args.max_items)) if args.max_items else ()
     plan = [
-        ("collect", ["--out", f"{out}/raw", "--domains", "terminal,mcp,swe,search",
-                     "--episodes", str(args.episodes), "--seed", str(args.seed), *recipe]),
-        ("prepare", ["--input", f"{out}/raw", "--out", f"{out}/prepared", *recipe]),
-        ("cpt", ["--data", f"{out}/prepared", "--out", f"{out}/cpt", *recipe]),
-        ("sft", ["--data", f"{out}/prepared", "--init", f"{out}/cpt/hf", "--out", f"{out}/sft", *recipe]),
+        ("collect", f"{out}/raw", ("--out", f"{out}/raw", "--domains", "terminal,mcp,swe,search",
+                                   "--episodes", str(args.episodes), "--seed", str(args.seed), *recipe)),
+        ("prepare", f"{out}/prepared", ("--input", f"{out}/raw", "--out", f"{out}/prepared", *recipe)),
+        ("cpt", f"{out}/cpt", ("--data", f"{out}/prepared", "--out", f"{out}/cpt", *recipe, *steps)),
+        ("sft", f"{out}/sft", ("--data", f"{out}/prepared", "--init", f"{out}/cpt/hf",
+                               "--out", f"{out}/sft", *recipe, *steps)),
     ]  # fmt: skip
-    if args.with_rl:
-        plan.append(
-            ("rl", ["--data", f"{out}/prepared", "--init", f"{out}/sft/hf", "--out", f"{out}/rl", *recipe])
-        )  # fmt: skip
-    plan.append(
-        ("evaluate", ["--recipe", args.recipe, "fidelity", "--input", f"{out}/prepared/samples/sft",
-                      "--format", "samples", "--model", policy, "--out", f"{out}/eval"])
-    )  # fmt: skip
+    if not args.skip_rl:
+        rl_steps = ("--max-steps", str(args.max_steps)) if args.max_steps else ()
+        plan.append(("rl", f"{out}/rl", ("--data", f"{out}/prepared", "--init", f"{out}/sft/hf",
+                                         "--out", f"{out}/rl", *recipe, *rl_steps)))  # fmt: skip
+    plan.append(("evaluate", f"{out}/eval/score", (*recipe, "fidelity", "--input",
+                 f"{out}/prepared/samples/sft", "--format", "samples", "--model", policy,
+                 "--out", f"{out}/eval", *items)))  # fmt: skip
     if not args.skip_serve:
-        plan.append(("serve", ["--model", policy, "--smoke", "--out", f"{out}/serve"]))
-    return plan
+        plan.append(
+            ("serve", f"{out}/serve", ("--model", policy, "--smoke", "--out", f"{out}/serve"))
+        )
+    return [Stage(name=n, done_url=d, argv=a) for n, d, a in plan]
 
 
-def load_job(name: str):
-    spec = importlib.util.spec_from_file_location(
-        f"agentworld_job_{name}", os.path.join(JOBS, f"{name}.py")
-    )
+def load_main(name: str):
+    """``main`` of jobs/<name>.py, imported from its file."""
+    spec = importlib.util.spec_from_file_location(f"agentworld_job_{name}", f"{JOBS}/{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module
+    return module.main
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    os.environ.setdefault("WANDB_MODE", "offline")
-    import ray
+    from agentworld.cluster import local_ray
+    from agentworld.console import say
+    from agentworld.pipeline import run_pipeline
+    from agentworld.report import build_report
 
-    # One cluster for every stage; logical CPUs may exceed the cores (2 here), so that
-    # 2 train workers + Ray Data, or Serve's replicas, fit on a small machine.
-    if not ray.is_initialized() and not os.environ.get("RAY_ADDRESS"):
-        ray.init(num_cpus=args.num_cpus, include_dashboard=False)
-    t0 = time.time()
-    for name, job_argv in stages(args):
-        t = time.time()
-        print(f"[demo] == {name}: python jobs/{name}.py {' '.join(job_argv)}", flush=True)
-        rc = load_job(name).main(job_argv)
-        if rc:
-            print(f"[demo] {name} failed with exit code {rc}; rerun to resume", flush=True)
-            return rc
-        print(f"[demo] == {name} done in {time.time() - t:.0f}s", flush=True)
-    print(f"[demo] pipeline complete in {time.time() - t0:.0f}s -> {args.out}")
-    print(f"[demo] fidelity table: {args.out}/eval/score/table.md")
-    return 0
+    stages = plan(args)
+    with contextlib.ExitStack() as cluster:
+        rc = run_pipeline(
+            stages,
+            run_url=args.out,
+            logs_dir=os.path.join(args.out, "logs"),
+            load_main=load_main,
+            start_cluster=lambda: cluster.enter_context(local_ray(num_cpus=args.num_cpus)),
+        )
+    report = build_report(args.out)
+    say(f"[demo] report: {report}/index.html (and report.md)")
+    return rc
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_job("demo", main))

