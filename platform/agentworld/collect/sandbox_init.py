@@ -1,5 +1,5 @@
-"""Sandbox init: runs as the first process inside fresh mount, PID and network
-namespaces (started by ``unshare``, see ``sandbox.py``), sets up the throw-away file
+"""Sandbox init: runs as the first process inside fresh user, mount, PID, network,
+UTS and IPC namespaces (started by ``unshare``, see ``sandbox.py``), sets up the throw-away file
 system view, restricts itself with Landlock and execs the session's program.
 
 It runs as ``python -S -I sandbox_init.py SPEC_JSON -- PROGRAM ARGS...`` and imports
@@ -7,9 +7,11 @@ nothing outside the standard library, because it runs before any site packages a
 visible and must stay tiny.
 
 What the program then sees:
+  /             a new root: system directories read-only, nothing else of the host
   /home/agent   the episode's work directory (a bind mount of a host directory), HOME
   /tmp          a private tmpfs
   /proc         this PID namespace only: host processes and their environments are gone
+  root          root of its own user namespace: no capability over the host
   writes        only under /home/agent, /tmp and a few /dev files (Landlock)
   reads         system directories plus the read-only paths in the spec (Landlock)
   network       none: a new network namespace, and Landlock denies TCP where supported;
@@ -30,7 +32,13 @@ _SYS_CREATE, _SYS_ADD_RULE, _SYS_RESTRICT = 444, 445, 446  # x86_64 and aarch64 
 _PR_SET_NO_NEW_PRIVS = 38
 _MS_BIND, _MS_REC, _MS_NOSUID, _MS_NODEV = 4096, 16384, 2, 4
 _MS_RDONLY, _MS_REMOUNT = 1, 32
-_HIDDEN = ("/home", "/tmp")
+_SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}.get(os.uname().machine, 155)
+_MNT_DETACH = 2
+SANDBOX_HOME = "/home/agent"
+_NEW_ROOT = "/tmp"  # a mount point every Linux has; the host's /tmp is covered anyway
+_SYSTEM_DIRS = ("usr", "bin", "sbin", "lib", "lib64", "lib32", "libx32", "etc", "proc", "dev")
+_EMPTY_DIRS = ("/mnt", "/opt", "/root", "/run", "/srv", "/var/tmp")
+_MASKED = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-")
 
 _EXECUTE, _WRITE_FILE, _READ_FILE, _READ_DIR = 1, 2, 4, 8
 _READ = _EXECUTE | _READ_FILE | _READ_DIR
@@ -72,27 +80,69 @@ def _mount(source: str, target: str, fstype: str | None, flags: int, data: str |
 
 
 def setup_mounts(work_dir: str, tmp_size: str, read_paths: list[str]) -> None:
-    """Hide /home and /tmp behind private tmpfs; the host work dir becomes /home/agent.
-    The bind comes before /tmp is covered, since the host dir usually lives in /tmp.
-    Read paths that live under /home or /tmp (a checkout's virtual environment, say)
-    are held open across the covering and bound back read-only at the same place."""
+    """Build a new root from nothing and pivot into it, so that the host's own files (its
+    checkouts, /root, other users' homes, /var, /opt, sockets under /run or /tmp) do not
+    exist inside: only the system directories (read-only), a fresh /proc, the host /dev
+    (Landlock limits it to a few device files), the work dir as /home/agent, a private
+    /tmp and the spec's read paths (read-only, at their host locations). The work dir
+    and read paths are held open first, since the new root is mounted over /tmp, where
+    they usually live. Password hashes are masked: root inside still owns /etc/shadow."""
     flags = _MS_NOSUID | _MS_NODEV
-    kept = [
-        (p, os.open(p, os.O_PATH)) for p in read_paths if _under_hidden(p) and os.path.exists(p)
-    ]
-    _mount("tmpfs", "/home", "tmpfs", flags, "size=1m,mode=755")
-    os.mkdir("/home/agent")
-    _mount(work_dir, "/home/agent", None, _MS_BIND | _MS_REC, None)
-    _mount("tmpfs", "/tmp", "tmpfs", flags, f"size={tmp_size},mode=1777")
-    for path, fd in kept:
-        os.makedirs(path, exist_ok=True)
-        _mount(f"/proc/self/fd/{fd}", path, None, _MS_BIND | _MS_REC, None)
-        _mount("none", path, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY, None)
+    work_fd = os.open(work_dir, os.O_PATH)
+    kept = [(p, os.open(p, os.O_PATH)) for p in read_paths if os.path.exists(p)]
+    _mount("tmpfs", _NEW_ROOT, "tmpfs", flags, "size=1m,mode=755")
+    for name in _SYSTEM_DIRS:
+        _bind_system_dir(name)
+    _bind(f"/proc/self/fd/{work_fd}", _NEW_ROOT + SANDBOX_HOME, read_only=False)
+    os.makedirs(_NEW_ROOT + "/tmp")
+    _mount("tmpfs", _NEW_ROOT + "/tmp", "tmpfs", flags, f"size={tmp_size},mode=1777")
+    for path, fd in kept:  # after /tmp: a read path under /tmp shows inside it
+        _bind(f"/proc/self/fd/{fd}", _NEW_ROOT + path, read_only=True)
         os.close(fd)
+    os.close(work_fd)
+    for name in _EMPTY_DIRS:
+        os.makedirs(_NEW_ROOT + name, mode=0o700 if name == "/root" else 0o755, exist_ok=True)
+    for name in _MASKED:
+        if os.path.isfile(_NEW_ROOT + name):
+            _mount("/dev/null", _NEW_ROOT + name, None, _MS_BIND, None)
+    _pivot_root(_NEW_ROOT)
+    _mount("none", "/", None, _MS_REMOUNT | _MS_RDONLY | flags, None)
 
 
-def _under_hidden(path: str) -> bool:
-    return any(path == h or path.startswith(h + "/") for h in _HIDDEN)
+def _bind_system_dir(name: str) -> None:
+    """/usr and friends read-only; a merged-/usr symlink (/bin -> usr/bin) stays a link."""
+    src = "/" + name
+    if os.path.islink(src):
+        os.symlink(os.readlink(src), _NEW_ROOT + src)
+    elif os.path.isdir(src):
+        _bind(src, _NEW_ROOT + src, read_only=name not in ("proc", "dev"))
+
+
+def _bind(source: str, target: str, *, read_only: bool) -> None:
+    os.makedirs(target, exist_ok=True)
+    _mount(source, target, None, _MS_BIND | _MS_REC, None)
+    if read_only:
+        # A remount inside a user namespace must keep the flags the host mount has
+        # locked (nosuid, nodev, noexec, atime); read them from the mount itself.
+        locked = _locked_flags(os.statvfs(target).f_flag)
+        _mount("none", target, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | locked, None)
+
+
+def _locked_flags(st_flag: int) -> int:
+    pairs = ((os.ST_NOSUID, _MS_NOSUID), (os.ST_NODEV, _MS_NODEV), (os.ST_NOEXEC, 8))
+    pairs += ((os.ST_NOATIME, 1024), (os.ST_NODIRATIME, 2048), (os.ST_RELATIME, 1 << 21))
+    return sum(ms for st, ms in pairs if st_flag & st)
+
+
+def _pivot_root(new_root: str) -> None:
+    """pivot_root(".", ".") then detach the old root: nothing of the host tree stays
+    reachable, not even through '..' of a mount point."""
+    os.chdir(new_root)
+    if libc.syscall(_SYS_PIVOT_ROOT, b".", b".") != 0:
+        _fail(f"pivot_root: {os.strerror(ctypes.get_errno())}")
+    if libc.umount2(b".", _MNT_DETACH) != 0:
+        _fail(f"umount old root: {os.strerror(ctypes.get_errno())}")
+    os.chdir("/")
 
 
 def _abi() -> int:
@@ -173,11 +223,19 @@ def restrict(
 
 
 def set_limits(spec: dict) -> None:
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    fsize = int(spec["max_file_bytes"])
-    resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
-    nofile = int(spec.get("max_open_files", 256))
-    resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+    """Per-process limits. RLIMIT_NPROC bounds a fork bomb only where the sandbox's root
+    is not the host's root (the kernel exempts uid 0); the cgroup that sandbox.py joins,
+    where the host offers one, bounds the whole tree in every case."""
+    limits = {
+        resource.RLIMIT_CORE: 0,
+        resource.RLIMIT_FSIZE: int(spec["max_file_bytes"]),
+        resource.RLIMIT_NOFILE: int(spec.get("max_open_files", 256)),
+        resource.RLIMIT_NPROC: int(spec.get("max_processes", 0)),
+        resource.RLIMIT_DATA: int(spec.get("max_memory_bytes", 0)),
+    }
+    for which, value in limits.items():
+        if value > 0 or which == resource.RLIMIT_CORE:
+            resource.setrlimit(which, (value, value))
 
 
 def main(argv: list[str]) -> None:
@@ -185,18 +243,17 @@ def main(argv: list[str]) -> None:
         _fail("usage: sandbox_init.py SPEC_JSON -- PROGRAM [ARGS...]")
     spec = json.loads(argv[0])
     program = argv[2:]
-    setup_mounts(
-        spec["work_dir"],
-        spec.get("tmp_size", "64m"),
-        [os.path.realpath(p) for p in spec.get("read_paths", [])],
-    )
+    read_paths = [os.path.realpath(p) for p in spec.get("read_paths", [])]
+    setup_mounts(spec["work_dir"], spec.get("tmp_size", "64m"), read_paths)
     if spec.get("tcp_ports"):
         loopback_up()
     set_limits(spec)
-    restrict(list(spec.get("read_paths", [])), ["/home/agent", "/tmp"], spec.get("tcp_ports", []))
-    os.chdir("/home/agent")
+    restrict(read_paths, [SANDBOX_HOME, "/tmp"], spec.get("tcp_ports", []))
+    os.chdir(SANDBOX_HOME)
+    allowed = set(spec.get("env_names", []))
+    env = {k: v for k, v in os.environ.items() if k in allowed}
     try:
-        os.execvpe(program[0], program, os.environ)
+        os.execvpe(program[0], program, env)
     except OSError as e:
         _fail(f"exec {program[0]}: {e.strerror}")
 

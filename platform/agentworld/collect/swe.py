@@ -15,7 +15,7 @@ import subprocess
 
 from agentworld.collect.env import Action, Task
 from agentworld.collect.mcp_env import parse_tool_call
-from agentworld.collect.sandbox import base_env
+from agentworld.collect.sandbox import SANDBOX_HOME, base_env
 from agentworld.collect.terminal import GIT_ENV, ShellEnvironment, command_turn
 from agentworld.schema import Outcome, Turn
 
@@ -83,7 +83,7 @@ class SweEnvironment(ShellEnvironment):
         if name == "list_files":
             return "git ls-files"
         if name == "view_file":
-            return f"cat -n -- {shlex.quote(str(args['path']))}"
+            return _view_command(shlex.quote(str(args["path"])))
         if name == "search":
             return f"git grep -n -e {shlex.quote(str(args['pattern']))}"
         if name == "apply_patch":
@@ -119,6 +119,15 @@ class SweEnvironment(ShellEnvironment):
 
     def parse_agent_action(self, text: str) -> Action:
         return parse_tool_call(text)
+
+
+def _view_command(path: str) -> str:
+    """cat -n of a repository file. A path that resolves outside the repository (an
+    absolute one, ../, or a symlink the session planted) is refused: the tool reads the
+    repository, and the sandbox alone would still let it show system files."""
+    inside = f"{SANDBOX_HOME}/*"
+    refused = f"echo view_file: {path}: outside the repository >&2; false"
+    return f'case "$(realpath -m -- {path})" in {inside}) cat -n -- {path} ;; *) {refused} ;; esac'
 
 
 def _git_init(path: str) -> None:
