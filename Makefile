@@ -8,7 +8,7 @@ export WANDB_MODE ?= offline
 export TOKENIZERS_PARALLELISM ?= false
 export HF_HUB_OFFLINE ?= 1
 
-.PHONY: setup demo test test-fast bench lint format k8s-validate serve clean
+.PHONY: setup demo test test-fast bench bench-quick lint format k8s-validate serve clean
 
 setup: $(STAMP)
 
@@ -32,8 +32,24 @@ serve: export AGENTWORLD_SIM_API_KEYS ?= demo=sk-agentworld-demo
 serve: $(STAMP)
 	$(PY) jobs/serve.py --model $(SERVE_MODEL)
 
+# Every bench/bench_*.py, on past a failing one; then bench/results/SUMMARY.md (every ratio
+# against its goal). Fails at the end if any benchmark did. bench-quick: small sizes.
+define run_benches
+	@failed=""; all=$$(date +%s); for b in bench/bench_*.py; do \
+	  echo "== $$b $(1)"; t=$$(date +%s); \
+	  $(PY) $$b $(1) || failed="$$failed $$b"; \
+	  echo "== $$b: $$(( $$(date +%s) - t ))s"; \
+	done; \
+	$(PY) bench/summary.py || failed="$$failed bench/summary.py"; \
+	echo "== all benchmarks: $$(( $$(date +%s) - all ))s"; \
+	if [ -n "$$failed" ]; then echo "== failed:$$failed"; exit 1; fi
+endef
+
 bench: $(STAMP)
-	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+	$(call run_benches,)
+
+bench-quick: $(STAMP)
+	$(call run_benches,--quick)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check platform jobs tests bench serve

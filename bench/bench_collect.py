@@ -1,7 +1,8 @@
 """Collect throughput: trajectories per second with 1 vs 2 parallel Ray workers, on the
 same episodes (same seed, domains and chunking), in the same run.
 
-Run:  python bench/bench_collect.py [--episodes 24]   -> bench/results/collect.json
+Run:  python bench/bench_collect.py [--episodes 24] [--quick]   -> bench/results/collect.json
+Goal: 2 workers >= 1.5x the trajectories/s of 1 (on 2 cores).
 """
 
 from __future__ import annotations
@@ -12,10 +13,13 @@ import sys
 import tempfile
 import time
 
-from _results import write_result
+from _quick import parse_sized
+from _results import goal, write_result
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, os.path.join(ROOT, "platform"))
+# Four tasks of three episodes: still enough chunks to keep two workers busy.
+QUICK = {"episodes": 12, "episodes_per_task": 3, "repeats": 1}
 
 
 def timed_collect(config, out: str) -> tuple[float, dict]:
@@ -31,7 +35,7 @@ def main() -> int:
     p.add_argument("--episodes", type=int, default=24)
     p.add_argument("--episodes-per-task", type=int, default=6)
     p.add_argument("--repeats", type=int, default=2, help="interleaved rounds; best one counts")
-    args = p.parse_args()
+    args = parse_sized(p, QUICK)
     import ray
 
     from agentworld.collect import CollectConfig
@@ -72,6 +76,7 @@ def main() -> int:
     print(f"[bench_collect] 2 workers vs 1: {ratio:.2f}x trajectories/s ({args.episodes} episodes)")
     out = {
         "benchmark": "collect",
+        "quick": args.quick,
         "episodes": args.episodes,
         "episodes_per_task": args.episodes_per_task,
         "repeats": args.repeats,
@@ -81,7 +86,16 @@ def main() -> int:
         "ratio_2_vs_1": round(ratio, 3),
         "cpu_count": os.cpu_count(),
     }
-    write_result("collect", out)
+    goals = [
+        goal(
+            "2_vs_1_workers",
+            ratio,
+            ">=",
+            1.5,
+            "collect scales out: trajectories/s with 2 parallel Ray workers vs 1",
+        )
+    ]
+    write_result("collect", out, goals)
     return 0
 
 

@@ -5,8 +5,8 @@ The served model is vLLM's OpenAI API server (CPU build) on a tiny Qwen3-MoE bui
 the items are AgentWorldBench rows of generated terminal trajectories. Both passes run
 the real ``agentworld.evaluate.infer.infer_endpoint`` (same client, same retries).
 
-Run:  python bench/bench_evaluate.py [--items 64] [--concurrency 16]
-Writes bench/results/evaluate.json.
+Run:  python bench/bench_evaluate.py [--items 64] [--concurrency 16] [--quick]
+Writes bench/results/evaluate.json. Goal: concurrency >= 3x the items/s of one at a time.
 """
 
 from __future__ import annotations
@@ -21,11 +21,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from _results import write_result
+from _quick import parse_sized
+from _results import goal, write_result
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "platform"))
 sys.path.insert(0, str(ROOT))
+# Fewer and shorter answers; concurrency unchanged, so the ratio compares the same thing.
+QUICK = {"items": 32, "max_tokens": 16}
 
 
 def free_port() -> int:
@@ -109,7 +112,7 @@ def main() -> int:
     p.add_argument("--items", type=int, default=64)
     p.add_argument("--concurrency", type=int, default=16)
     p.add_argument("--max-tokens", type=int, default=32)
-    args = p.parse_args()
+    args = parse_sized(p, QUICK)
     from tests.helpers import sample_trajectories
 
     from agentworld.model import build_tiny_checkpoint
@@ -136,6 +139,7 @@ def main() -> int:
             proc.wait(timeout=60)
     result = {
         "benchmark": "evaluate.infer against an OpenAI-compatible endpoint (vLLM CPU, tiny MoE)",
+        "quick": args.quick,
         "items": len(items),
         "max_tokens": args.max_tokens,
         "concurrency": args.concurrency,
@@ -143,7 +147,17 @@ def main() -> int:
         "concurrent_items_per_s": round(concurrent, 2),
         "speedup": round(concurrent / sequential, 2),
     }
-    out = write_result("evaluate", result)
+    goals = [
+        goal(
+            "concurrent_vs_sequential",
+            concurrent / sequential,
+            ">=",
+            3.0,
+            f"evaluate keeps an endpoint busy: infer items/s at concurrency {args.concurrency}"
+            " vs one request at a time",
+        )
+    ]
+    out = write_result("evaluate", result, goals)
     print(
         f"infer: {sequential:.2f} items/s one at a time, {concurrent:.2f} items/s with "
         f"concurrency {args.concurrency}: {result['speedup']}x  -> {out}"

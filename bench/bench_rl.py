@@ -6,11 +6,14 @@
    dominate) and the same prompts, sampling settings and token budget.
 2. Weight-sync time as a share of step time over a few real GRPO steps.
 
-Run:  python bench/bench_rl.py      (writes bench/results/bench_rl.json)
+Goals: the vLLM actor >= 1.5x transformers' tokens/s; weight sync <= 10% of step time.
+
+Run:  python bench/bench_rl.py [--quick]     (writes bench/results/rl.json)
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import os
 import sys
@@ -18,7 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from _results import write_result
+from _quick import parse_sized
+from _results import goal, write_result
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "platform"))
@@ -27,10 +31,12 @@ os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "2")
 os.environ.setdefault("WANDB_MODE", "offline")
 
-CONTEXTS, GROUP, NEW_TOKENS, STEPS = 8, 8, 64, 3
+# The same small_cpu model at --quick (the ratio means little on the tiny one), fewer
+# and shorter rollouts and one step fewer.
+QUICK = {"contexts": 4, "group": 4, "new_tokens": 32, "steps": 2}
 
 
-def build_inputs(tmp: str):
+def build_inputs(tmp: str, a: argparse.Namespace):
     """A small_cpu-shaped checkpoint (tokenizer trained on generated trajectories) and
     tokenized contexts from the same trajectories."""
     from tests.helpers import sample_trajectories
@@ -51,26 +57,28 @@ def build_inputs(tmp: str):
     )
     rl = dataclasses.replace(
         recipe.rl,
-        contexts_per_step=CONTEXTS,
-        group_size=GROUP,
-        max_steps=STEPS,
+        contexts_per_step=a.contexts,
+        group_size=a.group,
+        max_steps=a.steps,
         wandb=False,
-        rollout=dataclasses.replace(recipe.rl.rollout, max_new_tokens=NEW_TOKENS),
+        rollout=dataclasses.replace(recipe.rl.rollout, max_new_tokens=a.new_tokens),
         learner=dataclasses.replace(recipe.rl.learner, learning_rate=1e-4),
     )
     return dataclasses.replace(recipe, rl=rl), contexts
 
 
-def vllm_tokens_per_s(workers, prompts: list[list[int]]) -> dict:
+def vllm_tokens_per_s(workers, prompts: list[list[int]], group: int) -> dict:
     workers.rollout.generate(prompts[:2], n=2)  # warm-up
     t0 = time.perf_counter()
-    out = workers.rollout.generate(prompts, n=GROUP)
+    out = workers.rollout.generate(prompts, n=group)
     seconds = time.perf_counter() - t0
     tokens = sum(len(c.token_ids) for group in out for c in group)
     return {"tokens": tokens, "seconds": seconds, "tokens_per_s": tokens / seconds}
 
 
-def hf_tokens_per_s(model_dir: str, prompts: list[list[int]], eos_id: int, pad_id: int) -> dict:
+def hf_tokens_per_s(
+    model_dir: str, prompts: list[list[int]], eos_id: int, pad_id: int, a: argparse.Namespace
+) -> dict:
     """transformers generate: the same prompts (left-padded batch), G samples each,
     the same budget; tokens counted up to and including the end-of-turn token."""
     import torch
@@ -88,8 +96,8 @@ def hf_tokens_per_s(model_dir: str, prompts: list[list[int]], eos_id: int, pad_i
         do_sample=True,
         temperature=1.0,
         top_p=1.0,
-        num_return_sequences=GROUP,
-        max_new_tokens=NEW_TOKENS,
+        num_return_sequences=a.group,
+        max_new_tokens=a.new_tokens,
         eos_token_id=eos_id,
         pad_token_id=pad_id,
     )
@@ -107,7 +115,7 @@ def hf_tokens_per_s(model_dir: str, prompts: list[list[int]], eos_id: int, pad_i
     return {"tokens": tokens, "seconds": seconds, "tokens_per_s": tokens / seconds}
 
 
-def sync_share(recipe, workers, contexts, pad_id: int) -> dict:
+def sync_share(recipe, workers, contexts, pad_id: int, steps: int) -> dict:
     from agentworld.rl.loop import Trainer
     from agentworld.rl.rewards import build_rewards
 
@@ -120,11 +128,11 @@ def sync_share(recipe, workers, contexts, pad_id: int) -> dict:
         pad_id=pad_id,
         log=lambda step, m: rows.append(m),
     )
-    trainer.run(0, STEPS)
+    trainer.run(0, steps)
     step_s = sum(r["time/step_s"] for r in rows)
     sync_s = sum(r["time/sync_s"] for r in rows)
     return {
-        "steps": STEPS,
+        "steps": steps,
         "step_s": step_s,
         "sync_s": sync_s,
         "sync_share": sync_s / step_s,
@@ -132,7 +140,19 @@ def sync_share(recipe, workers, contexts, pad_id: int) -> dict:
     }
 
 
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--contexts", type=int, default=8, help="prompts per rollout and RL step")
+    p.add_argument("--group", type=int, default=8, help="samples per prompt (GRPO group)")
+    p.add_argument("--new-tokens", type=int, default=64, help="token budget per sample")
+    p.add_argument("--steps", type=int, default=3, help="GRPO steps timed for the sync share")
+    return parse_sized(p, QUICK, argv)
+
+
 def main() -> int:
+    a = parse_args()
     import ray
 
     from agentworld.model import load_tokenizer
@@ -145,34 +165,51 @@ def main() -> int:
         runtime_env={"env_vars": {"PYTHONPATH": str(ROOT / "platform")}},
     )
     with tempfile.TemporaryDirectory() as tmp:
-        recipe, contexts = build_inputs(tmp)
+        recipe, contexts = build_inputs(tmp, a)
         tok = load_tokenizer(f"{tmp}/init")
-        prompts = [list(c.prompt_ids) for c in contexts[:CONTEXTS]]
+        prompts = [list(c.prompt_ids) for c in contexts[: a.contexts]]
         workers = RLWorkers(recipe, f"{tmp}/init")
         try:
-            vllm = vllm_tokens_per_s(workers, prompts)
-            sync = sync_share(recipe, workers, contexts, tok.pad_token_id)
+            vllm = vllm_tokens_per_s(workers, prompts, a.group)
+            sync = sync_share(recipe, workers, contexts, tok.pad_token_id, a.steps)
         finally:
             workers.close()
-        hf = hf_tokens_per_s(f"{tmp}/init", prompts, tok.eos_token_id, tok.pad_token_id)
+        hf = hf_tokens_per_s(f"{tmp}/init", prompts, tok.eos_token_id, tok.pad_token_id, a)
     ray.shutdown()
     result = {
         "model": "small_cpu (23M-parameter MoE)",
-        "prompts": CONTEXTS,
-        "group_size": GROUP,
-        "max_new_tokens": NEW_TOKENS,
+        "quick": a.quick,
+        "prompts": a.contexts,
+        "group_size": a.group,
+        "max_new_tokens": a.new_tokens,
         "vllm_actor": vllm,
         "transformers_generate": hf,
         "rollout_speedup_vs_transformers": vllm["tokens_per_s"] / hf["tokens_per_s"],
         "weight_sync": sync,
     }
-    out = write_result("bench_rl", result)
+    goals = [
+        goal(
+            "vllm_vs_transformers_rollout",
+            result["rollout_speedup_vs_transformers"],
+            ">=",
+            1.5,
+            "RL rollouts through the vLLM actor beat transformers generate (tokens/s, small_cpu)",
+        ),
+        goal(
+            "weight_sync_share",
+            sync["sync_share"],
+            "<=",
+            0.1,
+            "weight sync learner -> vLLM is a small part of a GRPO step",
+        ),
+    ]
+    out = write_result("rl", result, goals)
     print(
         f"rollout: vLLM actor {vllm['tokens_per_s']:.0f} tok/s vs transformers generate "
         f"{hf['tokens_per_s']:.0f} tok/s -> {result['rollout_speedup_vs_transformers']:.2f}x"
     )
     print(
-        f"weight sync: {sync['sync_s']:.2f}s of {sync['step_s']:.2f}s over {STEPS} steps "
+        f"weight sync: {sync['sync_s']:.2f}s of {sync['step_s']:.2f}s over {a.steps} steps "
         f"-> {sync['sync_share']:.1%} of step time"
     )
     print(f"-> {out}")

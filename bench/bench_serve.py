@@ -6,16 +6,16 @@ loopback only. Then the same work twice: S sessions x T steps
   sequential: one step at a time;
   concurrent: every session in its own thread, all at once.
 Prints the throughput ratio (concurrent / sequential steps per second), p50/p99 step
-latency of both, and the error count (must be 0); writes bench/results/bench_serve.json.
+latency of both, and the error count; writes bench/results/serve.json. Goals:
+concurrent >= 5x sequential, 0 errors (the exit code is 1 on any error).
 Every request has a timeout and the run stops after --deadline-s.
 
-Run:  python bench/bench_serve.py [--sessions 32 --steps 3 --max-tokens 32]
+Run:  python bench/bench_serve.py [--sessions 32 --steps 3 --max-tokens 32] [--quick]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import socket
 import sys
@@ -24,6 +24,9 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from _quick import parse_sized
+from _results import goal, write_result
+
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, os.path.join(ROOT, "platform"))
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
@@ -31,6 +34,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "2")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 KEY = "sk-bench-000000"
+# Half the sessions, shorter answers: still many sessions in flight against one replica.
+QUICK = {"sessions": 16, "steps": 2, "max_tokens": 16}
 
 
 def parse_args() -> argparse.Namespace:
@@ -44,8 +49,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument(
         "--deadline-s", type=float, default=600.0, help="stop the load phases after this"
     )
-    p.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "bench_serve.json"))
-    return p.parse_args()
+    return parse_sized(p, QUICK)
 
 
 def tiny_model(directory: str) -> str:
@@ -173,6 +177,7 @@ def main() -> int:
     ratio = concurrent["steps_per_s"] / sequential["steps_per_s"]
     result = {
         "bench": "serve",
+        "quick": a.quick,
         "sessions": a.sessions,
         "steps_per_session": a.steps,
         "max_tokens": a.max_tokens,
@@ -186,9 +191,18 @@ def main() -> int:
     print(
         f"[bench] throughput ratio concurrent/sequential: {ratio:.2f}x, errors: {result['errors']}"
     )
-    os.makedirs(os.path.dirname(a.out), exist_ok=True)
-    with open(a.out, "w") as f:
-        json.dump(result, f, indent=2)
+    goals = [
+        goal(
+            "concurrent_vs_sequential",
+            ratio,
+            ">=",
+            5.0,
+            f"the simulator serves many sessions at once: steps/s of {a.sessions} concurrent"
+            " sessions vs one step at a time",
+        ),
+        goal("errors", result["errors"], "<=", 0, "no failed step under concurrent load"),
+    ]
+    print(f"[bench] -> {write_result('serve', result, goals)}")
     return 0 if result["errors"] == 0 else 1
 
 

@@ -1,0 +1,157 @@
+"""Every benchmark ratio beside its goal: bench/results/*.json -> bench/results/SUMMARY.md.
+
+One row per goal a result records (a result without goals gets one row saying so), with
+the size it ran at, when, and the cores and load it was measured under; then a line with
+this machine's cores and load now. ``make bench`` and ``make bench-quick`` run it last.
+
+Run:  python bench/summary.py [--results bench/results]   (prints the table too)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import astuple, dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _results import RESULTS, machine  # noqa: E402 (the line above makes it importable)
+
+COLUMNS = (
+    "bench",
+    "ratio",
+    "value",
+    "goal",
+    "met",
+    "serves",
+    "size",
+    "measured at",
+    "cores",
+    "load 1m",
+)
+GOAL_FIELDS = ("name", "value", "op", "target", "met", "serves")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the table: a ratio against its goal, or a result without goals."""
+
+    bench: str
+    ratio: str
+    value: str
+    goal: str
+    met: str
+    serves: str
+    size: str
+    measured_at: str
+    cores: str
+    load: str
+
+    def cells(self) -> tuple[str, ...]:
+        return astuple(self)  # the field order is COLUMNS' order
+
+
+def load_results(directory: Path) -> dict[str, dict[str, Any]]:
+    """Every ``<name>.json`` under ``directory``, by name; a file that is not a result
+    object is an error naming it."""
+    results = {}
+    for path in sorted(directory.glob("*.json")):
+        try:
+            body = json.loads(path.read_text())
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}: not JSON ({e})") from e
+        if not isinstance(body, dict):
+            raise ValueError(
+                f"{path}: a benchmark result is a JSON object, got {type(body).__name__}"
+            )
+        results[path.stem] = body
+    return results
+
+
+def _size(result: dict[str, Any]) -> str:
+    quick = result.get("quick")
+    return "unknown" if quick is None else ("quick" if quick else "full")
+
+
+def rows_of(name: str, result: dict[str, Any]) -> list[Row]:
+    """The table rows of one result."""
+    where = result.get("machine") or {}
+    common = {
+        "bench": name,
+        "size": _size(result),
+        "measured_at": str(where.get("time", "unknown")),
+        "cores": str(where.get("cores", "unknown")),
+        "load": str(where.get("load_1m", "unknown")),
+    }
+    goals = result.get("goals") or []
+    if not goals:
+        return [Row(ratio="no goal recorded", value="", goal="", met="", serves="", **common)]
+    rows = []
+    for i, g in enumerate(goals):
+        missing = [f for f in GOAL_FIELDS if f not in g]
+        if missing:
+            raise ValueError(f"{name}.json: goal {i} lacks {', '.join(missing)}")
+        rows.append(
+            Row(
+                ratio=str(g["name"]),
+                value=f"{g['value']:.3g}",
+                goal=f"{g['op']} {g['target']:g}",
+                met="yes" if g["met"] else "no",
+                serves=str(g["serves"]),
+                **common,
+            )
+        )
+    return rows
+
+
+def table(rows: list[Row]) -> str:
+    """A Markdown table; ``|`` inside a cell is escaped so that it stays one cell."""
+
+    def line(cells: tuple[str, ...]) -> str:
+        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+    out = [line(COLUMNS), line(tuple("---" for _ in COLUMNS))]
+    out += [line(r.cells()) for r in rows]
+    return "\n".join(out)
+
+
+def summary(results: dict[str, dict[str, Any]], here: dict[str, Any]) -> str:
+    """The whole SUMMARY.md: heading, table, counts and this machine's cores and load."""
+    rows = [row for name, result in results.items() for row in rows_of(name, result)]
+    goals = [r for r in rows if r.met]
+    met = sum(r.met == "yes" for r in goals)
+    return "\n".join(
+        [
+            "# Benchmark summary",
+            "",
+            "Written by `bench/summary.py` from `bench/results/*.json` (`make bench`, "
+            "`make bench-quick`). Each ratio is measured against its baseline in the same run.",
+            "",
+            table(rows),
+            "",
+            f"{met} of {len(goals)} goals met, {len(results)} results.",
+            f"Summarized on a machine with {here['cores']} cores, load {here['load_1m']} "
+            f"(1-minute average), at {here['time']}.",
+            "",
+        ]
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--results", type=Path, default=RESULTS, help="folder of <name>.json")
+    args = p.parse_args(argv)
+    if not args.results.is_dir():
+        p.error(f"--results {args.results}: no such folder")
+    text = summary(load_results(args.results), machine())
+    (args.results / "SUMMARY.md").write_text(text)
+    print(text, end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
