@@ -100,10 +100,19 @@ def test_resume_on_s3_writes_no_duplicates(ray_cluster, s3_bucket):
     fs, _ = get_fs(out)
     # As if killed after chunk 0: the manifest and chunk 1 never made it.
     fs.rm([f"{out}/manifest.json", f"{out}/status/part-00001.json", f"{out}/part-00001.jsonl"])
+    kept = {p: (fs.cat(p), fs.info(p)["LastModified"]) for p in _chunk_files(out, 0)}
     again = collect(config, out)
     assert again["counts"] == first["counts"]
+    # Chunk 0 was skipped, not recorded again: its shard and status (which carries the
+    # chunk's run time) are the very objects written by the first run.
+    assert {p: (fs.cat(p), fs.info(p)["LastModified"]) for p in _chunk_files(out, 0)} == kept
+    assert fs.exists(_chunk_files(out, 1)[0])
     ids = [t.id for t in read_records(out).records]
     assert sorted(ids) == sorted(set(ids)) and len(ids) == 4
+
+
+def _chunk_files(out: str, k: int) -> list[str]:
+    return [f"{out}/part-{k:05d}.jsonl", f"{out}/status/part-{k:05d}.json"]
 
 
 def test_agent_endpoint_chooses_the_actions(ray_cluster, tmp_path):
@@ -159,7 +168,7 @@ def test_bad_config_fails_before_any_work(tmp_path):
     import subprocess
     import sys
 
-    cmd = [sys.executable, "jobs/collect.py", "--out", str(tmp_path / "x"), "--domains", "web"]
+    cmd = [sys.executable, "jobs/collect.py", "--out", str(tmp_path / "x"), "--domains", "android"]
     res = subprocess.run(
         cmd, capture_output=True, text=True, cwd=str(__import__("tests.conftest").conftest.ROOT)
     )

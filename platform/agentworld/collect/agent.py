@@ -19,6 +19,7 @@ INSTRUCTIONS = {
     "mcp": 'Reply with exactly one tool call as JSON: {"name": ..., "arguments": {...}}.',
     "swe": 'Reply with exactly one tool call as JSON: {"name": ..., "arguments": {...}}.',
     "search": 'Reply with exactly one tool call as JSON: {"name": ..., "arguments": {...}}.',
+    "web": "Reply with exactly one browser action, e.g. click('12'), and nothing else.",
 }
 _THINK = re.compile(r"<think>.*?</think>", re.S)
 

@@ -13,8 +13,10 @@ def ConfigError(name: str, message: str) -> ValueError:  # noqa: N802 (raised li
     return _ConfigError(name, message)
 
 
-CollectDomain = Literal["terminal", "mcp", "swe", "search"]
-RECORDED_DOMAINS: tuple[str, ...] = ("terminal", "mcp", "swe", "search")
+CollectDomain = Literal["terminal", "mcp", "swe", "search", "web"]
+RECORDED_DOMAINS: tuple[str, ...] = ("terminal", "mcp", "swe", "search", "web")
+DEFAULT_DOMAINS: tuple[str, ...] = ("terminal", "mcp", "swe", "search")
+"""Recorded by default: web needs a Chromium on the machine, so it is asked for by name."""
 MCP_SERVERS: tuple[str, ...] = ("time", "git")
 
 
@@ -22,7 +24,7 @@ MCP_SERVERS: tuple[str, ...] = ("time", "git")
 class CollectConfig:
     """What to record, how many episodes, and the limits each episode runs under."""
 
-    domains: tuple[CollectDomain, ...] = RECORDED_DOMAINS
+    domains: tuple[CollectDomain, ...] = DEFAULT_DOMAINS
     """Domains to record; episode i goes to domains[i % len(domains)]."""
     episodes: int = 24
     """Episodes to run (successful ones become trajectories, failed ones are reported)."""
@@ -40,6 +42,10 @@ class CollectConfig:
     """Time limit of one command, tool call or test run; the command is interrupted after it."""
     output_cap_bytes: int = 8192
     """Bytes of one observation kept; the rest is dropped and the observation says so."""
+    web_observation_cap: int = 2000
+    """Characters of one web observation kept (URL, title, on-screen accessibility tree),
+    cut at a line and marked: a page must fit the recipe's sequence with the environment
+    text (2000 characters: about 700 tokens with a tokenizer trained on the corpus)."""
     max_file_bytes: int = 16 * 1024 * 1024
     """Largest file a sandboxed process may write."""
     mcp_servers: tuple[str, ...] = MCP_SERVERS
@@ -69,7 +75,13 @@ class CollectConfig:
         for name in ("episodes", "episodes_per_task", "max_parallel", "max_turns"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"collect.{name}", f"must be >= 1, got {getattr(self, name)}")
-        for name in ("command_timeout_s", "output_cap_bytes", "max_file_bytes", "agent_timeout_s"):
+        for name in (
+            "command_timeout_s",
+            "output_cap_bytes",
+            "web_observation_cap",
+            "max_file_bytes",
+            "agent_timeout_s",
+        ):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"collect.{name}", f"must be > 0, got {getattr(self, name)}")
         if self.cpus_per_task <= 0:
@@ -90,7 +102,7 @@ def _check_domains(domains: tuple[str, ...]) -> None:
             raise ConfigError(
                 "collect.domains",
                 f"{d!r} is not recorded here; recorded: {', '.join(RECORDED_DOMAINS)} "
-                "(android, web and os are ingested through adapters)",
+                "(android and os are ingested through adapters)",
             )
     if len(set(domains)) != len(domains):
         raise ConfigError("collect.domains", f"repeated domain in {list(domains)}")

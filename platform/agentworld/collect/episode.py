@@ -45,6 +45,8 @@ def make_environment(domain: str, workspace: Workspace) -> Environment:
         from agentworld.collect.swe import SweEnvironment as Env
     elif domain == "search":
         from agentworld.collect.search import SearchEnvironment as Env
+    elif domain == "web":
+        from agentworld.collect.web.env import WebEnvironment as Env
     else:
         raise ValueError(f"no recorder for domain {domain!r}")
     return Env(workspace)

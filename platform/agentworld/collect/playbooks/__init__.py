@@ -27,6 +27,8 @@ def pick_task(domain: str, rng: random.Random, *, mcp_servers: tuple[str, ...] =
         from agentworld.collect.playbooks.swe import PLAYBOOKS
     elif domain == "search":
         from agentworld.collect.playbooks.search import PLAYBOOKS
+    elif domain == "web":
+        from agentworld.collect.playbooks.web import PLAYBOOKS
     else:
         raise ValueError(f"no playbooks for domain {domain!r}")
     names = sorted(PLAYBOOKS)
