@@ -52,7 +52,8 @@ def plan(args: argparse.Namespace) -> list:
     from agentworld.pipeline import Stage
 
     out, recipe = args.out.rstrip("/"), ("--recipe", args.recipe)
-    steps = ("--train", f"max_steps={args.max_steps}") if args.max_steps else ()
+    n = args.max_steps
+    steps = ("--train", f"max_steps={n}", "--train", f"warmup_steps={n // 4}") if n else ()
     policy = f"{out}/sft/hf" if args.skip_rl else f"{out}/rl/hf"
     items = ("--max-items", str(args.max_items)) if args.max_items else ()
     plan = [

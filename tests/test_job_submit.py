@@ -143,8 +143,8 @@ def test_readme_job_lines_on_a_two_node_cluster(two_node_cluster, tmp_path):
                   f"{out}/prepared", "--recipe", "debug_cpu"])  # fmt: skip
     assert "[prepare] done: kept" in logs
     logs = submit(env, url, checkout, ["jobs/cpt.py", "--data", f"{out}/prepared", "--out",
-                  f"{out}/cpt", "--recipe", "debug_cpu", "--train", "max_steps=2"])  # fmt: skip
-    assert "[cpt] 2 steps" in logs, logs[-2000:]
+                  f"{out}/cpt", "--recipe", "debug_cpu", "--train", "max_steps=6"])  # fmt: skip
+    assert "[cpt] 6 steps" in logs, logs[-2000:]
     for stage in ("raw", "prepared", "cpt"):
         assert is_complete(str(out / stage)), stage
     assert read_manifest(str(out / "raw"))["counts"]["trajectories"] == 16
