@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from agentworld.agent.config import AgentConfig
 from agentworld.collect.config import CollectConfig
 from agentworld.data.config import DataConfig
 from agentworld.evaluate.config import EvaluateConfig
@@ -193,6 +194,8 @@ class Recipe:
     """The RL stage: GRPO settings, rewards, rollout engines and learner group."""
     serve: ServeConfig = field(default_factory=ServeConfig)
     """The serve stage: engine, simulator limits and where team API keys come from."""
+    agent: AgentConfig = field(default_factory=AgentConfig)
+    """The agent stage: tasks, episode limits, the simulator, the agent's GRPO workers."""
 
     def __post_init__(self) -> None:
         ep = self.train.expert_parallel_size

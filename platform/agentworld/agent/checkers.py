@@ -1,0 +1,94 @@
+"""Checkers: a task, the agent's final answer (and, in the real environment, its end
+state) -> a score. Plain functions; the real sandbox is reached only through the
+``run_command`` callable that the real environment passes in."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from agentworld.agent.table_metrics import norm_cell, score_table
+from agentworld.agent.tasks import Task
+
+_DOC_ID = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+_HHMM = re.compile(r"\b(\d{1,2}):(\d{2})\b")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Score:
+    reward: float
+    """In [0, 1]: what GRPO optimizes (item F1 for tables, else success)."""
+    success: bool
+    item_f1: float | None = None
+    row_f1: float | None = None
+    detail: str = ""
+
+    def to_dict(self) -> dict:
+        return {
+            "reward": self.reward,
+            "success": self.success,
+            "item_f1": self.item_f1,
+            "row_f1": self.row_f1,
+            "detail": self.detail,
+        }
+
+
+def doc_id_of(answer: str) -> str:
+    """The first dotted identifier of an answer: '`json.loads()` does it' -> 'json.loads'."""
+    m = _DOC_ID.search(answer.replace("`", " "))
+    return m.group(0) if m else ""
+
+
+def _binary(ok: bool, detail: str) -> Score:
+    return Score(reward=1.0 if ok else 0.0, success=ok, detail=detail)
+
+
+def normalize_answer(task: Task, answer: str) -> str:
+    if task.state.get("answer_kind") == "time":
+        m = _HHMM.search(answer)
+        return f"{int(m.group(1)):02d}:{m.group(2)}" if m else ""
+    return norm_cell(answer.strip().strip("'\""))
+
+
+def check_answer(task: Task, answer: str | None) -> Score:
+    """Score the final answer alone (the simulator has no end state to inspect)."""
+    if answer is None:
+        return Score(reward=0.0, success=False, detail="no answer", **_f1s(task, 0.0))
+    if task.family == "search":
+        got = doc_id_of(answer)
+        return _binary(got == task.answer, f"answered {got!r}, target {task.answer!r}")
+    if task.family == "table":
+        s = score_table(answer, task.table)
+        return Score(
+            reward=s.item_f1,
+            success=s.success,
+            item_f1=s.item_f1,
+            row_f1=s.row_f1,
+            detail=s.message,
+        )
+    got, want = normalize_answer(task, answer), normalize_answer(task, task.answer or "")
+    return _binary(bool(want) and got == want, f"answered {got!r}, expected {want!r}")
+
+
+def _f1s(task: Task, value: float) -> dict[str, float | None]:
+    return {"item_f1": value, "row_f1": value} if task.family == "table" else {}
+
+
+def check_real(
+    task: Task, answer: str | None, run_command: Callable[[str], str] | None = None
+) -> Score:
+    """Score in the real environment: terminal tasks by their end state (each check's
+    command output, run in the episode's own sandbox, must equal its expectation);
+    the others by their answer, which the real tools made checkable."""
+    if task.family != "terminal" or not task.checks:
+        return check_answer(task, answer)
+    if run_command is None:
+        raise ValueError(f"task {task.id}: terminal checks need the episode's sandbox")
+    for check in task.checks:
+        out = run_command(check["command"]).strip()
+        if out != check["expect"].strip():
+            return _binary(
+                False, f"{check['command']!r} printed {out[:80]!r}, expected {check['expect']!r}"
+            )
+    return _binary(True, "end state matches")

@@ -1,0 +1,215 @@
+"""Typed configuration of the agent stage: tasks, episode limits, the simulator, the
+agent's training (demonstrations, then multi-turn GRPO on ``agentworld.rl``'s workers)
+and what the report compares. Free of heavy imports: ``agentworld.recipes`` imports it.
+Invalid values raise ConfigError naming the field, before any work starts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from agentworld.evaluate.config import _check_positive, _error
+from agentworld.rl.config import LearnerConfig, RLConfig, RolloutConfig
+
+TaskFamily = Literal["search", "table", "terminal", "mcp"]
+FAMILIES: tuple[str, ...] = ("search", "table", "terminal", "mcp")
+Variant = Literal["untrained", "sim", "sim_uncontrolled", "real", "cold_sim"]
+VARIANTS: tuple[str, ...] = ("untrained", "sim", "sim_uncontrolled", "real", "cold_sim")
+PERTURBATIONS: tuple[str, ...] = ("tool_errors", "paginate", "hide_fields")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TasksConfig:
+    """The task set: generated per family (with a held-out split) or read from a file."""
+
+    families: tuple[TaskFamily, ...] = ("search", "table", "terminal", "mcp")
+    per_family: int = 8
+    """Tasks generated per family (train and held-out together)."""
+    eval_fraction: float = 0.25
+    """Share of each family held out (at least one task per family), by a stable hash
+    of the task id: the same task is held out whatever the set's size."""
+    seed: int = 0
+    task_file: str | None = None
+    """A JSONL task file (``agentworld.agent.tasks``); replaces generation when set."""
+
+    def __post_init__(self) -> None:
+        if not self.families:
+            raise _error("agent.tasks.families", "must name at least one family")
+        for f in self.families:
+            if f not in FAMILIES:
+                raise _error("agent.tasks.families", f"unknown family {f!r}; known: {FAMILIES}")
+        if len(set(self.families)) != len(self.families):
+            raise _error("agent.tasks.families", f"repeated family in {list(self.families)}")
+        if self.per_family < 2:
+            raise _error(
+                "agent.tasks.per_family", f"must be >= 2 (train + held out), got {self.per_family}"
+            )
+        if not 0 < self.eval_fraction < 1:
+            raise _error(
+                "agent.tasks.eval_fraction", f"must be in (0, 1), got {self.eval_fraction}"
+            )
+
+
+@dataclass(frozen=True, kw_only=True)
+class LimitsConfig:
+    """Per-episode limits; an episode that reaches one ends with it as its reason."""
+
+    max_turns: int = 4
+    """Agent actions per episode (the final answer included)."""
+    max_tokens: int = 896
+    """Tokens of the agent's whole context (prompt, actions, observations)."""
+    max_wall_s: float = 120.0
+    """Wall-clock seconds per episode."""
+    max_observation_tokens: int = 128
+    """An observation is cut to this many tokens before the agent sees it."""
+
+    def __post_init__(self) -> None:
+        _check_positive(
+            "agent.limits",
+            max_turns=self.max_turns,
+            max_tokens=self.max_tokens,
+            max_wall_s=self.max_wall_s,
+            max_observation_tokens=self.max_observation_tokens,
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class SimConfig:
+    """The world model as the environment."""
+
+    backend: Literal["engine", "serve"] = "engine"
+    """``engine``: an in-process vLLM engine on ``--world-model``; ``serve``: the
+    simulator API at ``serve_url`` (stateless ``/v1/simulate`` with the history)."""
+    serve_url: str | None = None
+    api_key_env: str = "AGENTWORLD_API_KEY"
+    temperature: float = 0.7
+    """Sampling temperature of simulated observations (siblings differ only where their
+    action prefixes do, see ``consistent``)."""
+    max_new_tokens: int = 96
+    max_model_len: int = 1024
+    gpu_memory_utilization: float = 0.2
+    tensor_parallel_size: int = 1
+    dtype: str = "float32"
+    consistent: bool = True
+    """Group-consistent worlds: an observation is cached by (task, seed, action prefix),
+    so siblings that took the same actions see the same world."""
+    perturb: bool = True
+    """Apply each task's perturbations (tool errors, pagination, hidden fields)."""
+    batch_wait_s: float = 0.005
+    """How long the engine's batcher waits for more concurrent requests."""
+
+    def __post_init__(self) -> None:
+        _check_positive(
+            "agent.sim",
+            max_new_tokens=self.max_new_tokens,
+            max_model_len=self.max_model_len,
+            tensor_parallel_size=self.tensor_parallel_size,
+        )
+        if self.backend == "serve" and not self.serve_url:
+            raise _error("agent.sim.serve_url", "the serve backend needs the simulator's URL")
+        if self.temperature < 0:
+            raise _error("agent.sim.temperature", f"must be >= 0, got {self.temperature}")
+        if self.batch_wait_s < 0:
+            raise _error("agent.sim.batch_wait_s", f"must be >= 0, got {self.batch_wait_s}")
+
+
+def _agent_rl() -> RLConfig:
+    """GRPO settings for the tiny CPU agent: tasks_per_step = contexts_per_step."""
+    return RLConfig(
+        contexts_per_step=2,
+        group_size=4,
+        max_steps=4,
+        rollout=RolloutConfig(max_new_tokens=48, max_prompt_tokens=960, max_model_len=1024),
+        learner=LearnerConfig(learning_rate=1e-3),
+        checkpoint_every=100,
+        call_timeout_s=900,
+        wandb=False,
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentConfig:
+    """An agent trained in the simulator or the real environments, and the report."""
+
+    tasks: TasksConfig = field(default_factory=TasksConfig)
+    limits: LimitsConfig = field(default_factory=LimitsConfig)
+    sim: SimConfig = field(default_factory=SimConfig)
+    rl: RLConfig = field(default_factory=_agent_rl)
+    """The GRPO loop and its workers (``agentworld.rl``): ``contexts_per_step`` tasks
+    per step, ``group_size`` siblings each (same task, same seed)."""
+    variants: tuple[Variant, ...] = ("untrained", "sim", "real")
+    """Agents to train and compare: ``untrained`` (demonstrations only), ``sim``
+    (controlled simulation), ``sim_uncontrolled``, ``real``, ``cold_sim`` (as ``sim``
+    from a checkpoint of the same architecture without world-model training)."""
+    demo_steps: int = 12
+    """Supervised steps on demonstration actions before RL (through the RL learner)."""
+    demo_batch: int = 8
+    demo_max_tokens: int = 640
+    """Demonstrations are cut to this many tokens."""
+    eval_temperature: float = 0.0
+    """Sampling temperature of the agent at evaluation (0: greedy)."""
+    concurrency: int = 4
+    """Episodes stepped at once (thread pool); also the concurrency of the steps/s figure."""
+    speed_steps: int = 16
+    """Environment steps measured per mode for the steps/s figure."""
+    probes: bool = True
+    """Run the injection probes against the simulator at every evaluation."""
+    mcp_available: bool = True
+    """False drops the mcp family where its servers cannot run."""
+
+    def __post_init__(self) -> None:
+        if not self.variants:
+            raise _error("agent.variants", "must name at least one agent")
+        for v in self.variants:
+            if v not in VARIANTS:
+                raise _error("agent.variants", f"unknown variant {v!r}; known: {VARIANTS}")
+        if len(set(self.variants)) != len(self.variants):
+            raise _error("agent.variants", f"repeated variant in {list(self.variants)}")
+        _check_positive(
+            "agent",
+            demo_batch=self.demo_batch,
+            demo_max_tokens=self.demo_max_tokens,
+            concurrency=self.concurrency,
+            speed_steps=self.speed_steps,
+        )
+        if self.demo_steps < 0:
+            raise _error("agent.demo_steps", f"must be >= 0, got {self.demo_steps}")
+        if self.eval_temperature < 0:
+            raise _error("agent.eval_temperature", f"must be >= 0, got {self.eval_temperature}")
+        ro = self.rl.rollout
+        if self.limits.max_tokens + ro.max_new_tokens > ro.max_model_len:
+            raise _error(
+                "agent.limits.max_tokens",
+                f"{self.limits.max_tokens} + rl.rollout.max_new_tokens {ro.max_new_tokens} "
+                f"exceeds the rollout engines' max_model_len {ro.max_model_len}",
+            )
+
+
+def set_overrides(cfg: AgentConfig, items: list[str]) -> AgentConfig:
+    """A copy of ``cfg`` with dotted ``KEY=VALUE`` items applied (``rl.max_steps=2``,
+    ``tasks.families=('search','terminal')``, ``variants=('sim',)``); values are read as
+    Python literals, else kept as strings. An unknown key raises ConfigError naming
+    ``agent.KEY``; the result is validated again at every level."""
+    import dataclasses
+
+    from agentworld.recipes.config import apply_overrides
+
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise _error(f"agent.{key}", f"override {item!r} is not KEY=VALUE")
+        cfg = _set(cfg, key.split("."), value, owner="agent", apply=apply_overrides, dc=dataclasses)
+    return cfg
+
+
+def _set(obj, path: list[str], value: str, *, owner: str, apply, dc):
+    head, rest = path[0], path[1:]
+    if not rest:
+        return apply(obj, [f"{head}={value}"], owner=owner)
+    names = {f.name for f in dc.fields(obj)}
+    child = getattr(obj, head, None) if head in names else None
+    if child is None or not dc.is_dataclass(child):
+        raise _error(f"{owner}.{head}", f"unknown section in override {'.'.join(path)}={value}")
+    return dc.replace(
+        obj, **{head: _set(child, rest, value, owner=f"{owner}.{head}", apply=apply, dc=dc)}
+    )
