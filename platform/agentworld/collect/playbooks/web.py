@@ -8,6 +8,7 @@ by following links rather than typing the URL, and makes first attempts that fai
 
 from __future__ import annotations
 
+import collections
 import json
 import random
 import re
@@ -16,7 +17,7 @@ from typing import Any
 
 from agentworld.collect.env import Action, Script, Task
 from agentworld.collect.web import sites
-from agentworld.collect.web.env import DATASETTE_URL, HELPDESK_URL, web_action
+from agentworld.collect.web.env import DATASETTE_SETTINGS, DATASETTE_URL, HELPDESK_URL, web_action
 from agentworld.schema import Turn
 
 _LINE = re.compile(r'^\s*\[(\w+)\] ([A-Za-z]+)(?: ("(?:[^"\\]|\\.)*"))?(.*)$')
@@ -172,7 +173,8 @@ def sort_rows(rng: random.Random) -> Task:
     def gen() -> Script:
         page: Turn = yield from _last(_open_table(rng, db, table["name"]))
         for _ in range(2):  # ascending first, then descending
-            bid = find(page.observation, "link", col) or find(page.observation, "link", f"{col} ▲")
+            # Datasette marks the sorted column: "price ▼" ascending, "price ▲" descending.
+            bid = find(page.observation, "link", col) or find(page.observation, "link", f"{col} ▼")
             if bid is None:
                 break
             page = yield web_action("click", bid=bid)
@@ -195,8 +197,13 @@ def facet(rng: random.Random) -> Task:
     table = _main_table(db)
     col = rng.choice(_column(table, "text")[1:] or _column(table, "text"))
     idx = [c for c, _ in table["columns"]].index(col)
-    value = rng.choice([r[idx] for r in table["rows"]])
-    count = sum(1 for r in table["rows"] if r[idx] == value)
+    counts = collections.Counter(r[idx] for r in table["rows"])
+    # Datasette lists the most frequent values first, DATASETTE_SETTINGS' facet size of them.
+    shown = sorted(counts, key=lambda v: (-counts[v], v))[
+        : DATASETTE_SETTINGS["default_facet_size"]
+    ]
+    value = rng.choice(shown)
+    count = counts[value]
 
     def gen() -> Script:
         page: Turn = yield from _last(_open_table(rng, db, table["name"]))
@@ -340,7 +347,7 @@ def new_ticket(rng: random.Random) -> Task:
         n=rng.randint(2, 9), app=rng.choice(sites.APPS), thing=rng.choice(sites.THINGS)
     )
     category, priority = rng.choice(data["categories"]), rng.choice(["low", "high", "urgent"])
-    mistakes = rng.sample(["email", "title", "category"], rng.choice([0, 1, 1, 2]))
+    mistakes = rng.sample(["email", "title", "category"], rng.choice([0, 1, 1]))
     new_id = len(data["tickets"]) + 1
 
     def fill_form(page: Turn, bad: set[str], only: set[str] | None = None) -> Script:
@@ -365,8 +372,13 @@ def new_ticket(rng: random.Random) -> Task:
         return (yield web_action("click", bid=button or "0"))
 
     def gen() -> Script:
-        page: Turn = yield web_action("goto", url=f"{HELPDESK_URL}/")
-        page = yield web_action("click", bid=find(page.observation, "link", "New ticket") or "0")
+        if mistakes or rng.random() < 0.5:  # (a wrong first try leaves no turn for links)
+            page: Turn = yield web_action("goto", url=f"{HELPDESK_URL}/tickets/new")
+        else:
+            page = yield web_action("goto", url=f"{HELPDESK_URL}/")
+            page = yield web_action(
+                "click", bid=find(page.observation, "link", "New ticket") or "0"
+            )
         if mistakes:
             page = yield from fill_form(page, set(mistakes))
             page = yield from fill_form(page, set(), set(mistakes))

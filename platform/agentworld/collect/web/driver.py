@@ -65,7 +65,7 @@ def _start_datasette(files: list[str], settings: dict[str, Any]) -> tuple[Any, t
     import uvicorn
     from datasette.app import Datasette
 
-    ds = Datasette(files, immutables=files, settings=settings)
+    ds = Datasette([], immutables=files, settings=settings)
     config = uvicorn.Config(
         ds.app(), host="127.0.0.1", port=DATASETTE_PORT, log_level="warning", lifespan="on"
     )
