@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -50,7 +52,12 @@ def local_ray(
         kwargs.setdefault("include_dashboard", False)
         if num_cpus is not None:
             kwargs["num_cpus"] = num_cpus
+    previous = signal.getsignal(signal.SIGTERM)
     ray.init(**kwargs)
+    # ray.init installs its own SIGTERM handler (it prints a stack and dies): give the
+    # job's back, so that SIGTERM stays a resumable stop (agentworld.cli.run_job).
+    if callable(previous) and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, previous)
     try:
         yield True
     finally:
