@@ -78,6 +78,7 @@ def qwen35_a3b() -> Recipe:
         ),
         evaluate=_gpu_evaluate(),
         rl=_gpu_rl(),
+        agent=_gpu_agent(),
     )
 
 
@@ -133,6 +134,67 @@ def _gpu_rl():
         learner=learner,
         checkpoint_every=50,
         keep_checkpoints=3,
+    )
+
+
+def _gpu_agent():
+    """The agent stage on the agent RayJob's 24 GPUs: 16 learner ranks (experts split
+    over 8), 2 rollout engines of 4-way tensor parallelism; the simulator is the
+    agentworld-sim RayService (the serve backend); 16 tasks x 8 siblings per step."""
+    from agentworld.agent.config import VARIANTS, AgentConfig, LimitsConfig, SimConfig, TasksConfig
+    from agentworld.rl.config import LearnerConfig, RLConfig, RolloutConfig
+
+    rollout = RolloutConfig(
+        num_engines=2,
+        cpus_per_engine=8,
+        gpus_per_engine=4,
+        tensor_parallel_size=4,
+        max_model_len=40960,
+        gpu_memory_utilization=0.85,
+        enforce_eager=False,
+        dtype="bfloat16",
+        max_new_tokens=2048,
+        max_prompt_tokens=32768,
+    )
+    learner = LearnerConfig(
+        num_learners=16,
+        cpus_per_learner=8,
+        gpus_per_learner=1,
+        learning_rate=1e-6,
+        mini_batches=2,
+        expert_parallel_size=8,
+    )
+    rl = RLConfig(
+        contexts_per_step=16,
+        group_size=8,
+        max_steps=300,
+        kl_coef=0.001,
+        rollout=rollout,
+        learner=learner,
+        checkpoint_every=50,
+        call_timeout_s=3600,
+        wandb=False,
+    )
+    sim = SimConfig(
+        backend="serve",
+        serve_url="http://agentworld-sim-serve-svc:8000",
+        max_new_tokens=2048,
+        max_model_len=40960,
+        dtype="bfloat16",
+    )
+    return AgentConfig(
+        tasks=TasksConfig(per_family=512, eval_fraction=0.1),
+        limits=LimitsConfig(
+            max_turns=30, max_tokens=32768, max_wall_s=1800, max_observation_tokens=4096
+        ),
+        sim=sim,
+        rl=rl,
+        variants=VARIANTS,
+        demo_steps=200,
+        demo_batch=64,
+        demo_max_tokens=32768,
+        concurrency=64,
+        speed_steps=512,
     )
 
 
