@@ -176,6 +176,16 @@ class AgentConfig:
             raise _error("agent.demo_steps", f"must be >= 0, got {self.demo_steps}")
         if self.eval_temperature < 0:
             raise _error("agent.eval_temperature", f"must be >= 0, got {self.eval_temperature}")
+        le = self.rl.learner
+        if (
+            self.demo_batch % le.num_learners
+            or self.demo_batch // le.num_learners < le.mini_batches
+        ):
+            raise _error(
+                "agent.demo_batch",
+                f"{self.demo_batch} must split over rl.learner.num_learners {le.num_learners}, "
+                f"each rank getting at least rl.learner.mini_batches {le.mini_batches} rows",
+            )
         ro = self.rl.rollout
         if self.limits.max_tokens + ro.max_new_tokens > ro.max_model_len:
             raise _error(
