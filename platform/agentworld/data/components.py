@@ -64,6 +64,22 @@ def star_labels(edges: pa.Table) -> pa.Table:
     )
 
 
+def components_local(u: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(uids, labels) of every node of the edge list (u, v), label = the smallest uid
+    of its component: what the star rounds converge to, in one scipy call on one node
+    (for graphs below dedup's size threshold)."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    nodes, index = np.unique(np.concatenate([u, v]), return_inverse=True)
+    n, k = nodes.size, u.size
+    graph = coo_matrix((np.ones(k, dtype=np.int8), (index[:k], index[k:])), shape=(n, n))
+    _, comp = connected_components(graph, directed=True, connection="weak")
+    smallest = np.full(comp.max() + 1 if n else 0, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(smallest, comp, nodes)
+    return nodes, smallest[comp]
+
+
 def components_in_memory(edges: np.ndarray) -> dict[int, int]:
     """Reference union-find on one node, for tests: node -> smallest node of its component."""
     parent: dict[int, int] = {}

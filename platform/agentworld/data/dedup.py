@@ -1,31 +1,59 @@
 """Exact and near-duplicate detection on Ray Data.
 
-exact:  group by normalized-content hash -> survivor by priority
-near:   explode MinHash band keys -> group by band key -> candidate pairs ->
-        two group-bys that bring both shingle sets of a pair together -> actual Jaccard
-        -> edges at or above the threshold -> connected components (large/small star
-        group-bys until stable) -> group by component -> survivor by priority
+exact:  one shuffle by normalized-content hash -> runs of equal hashes -> survivor by
+        priority
+near:   one shuffle of every band key of the exact survivors -> runs of equal keys ->
+        candidate pairs -> the shingles of the candidate records only (a semi-join on
+        their uids) -> actual Jaccard -> edges at or above the threshold -> connected
+        components -> survivor by priority
 
-Every step is a group-by over the cluster; nothing gathers pairs or edges on one node.
-The algorithms are plain functions in exact.py, lsh.py, components.py, survivor.py.
+Each shuffle hashes its key into a few partitions and hands each partition whole to a
+vectorized function (no Python call per key). Below a size threshold (candidate pairs
+and records that one node holds easily) the pairs are verified and the components
+found on the driver; above it the verification is two shuffles of the candidates'
+shingles and the components are large/small-star rounds, all distributed. The
+algorithms are plain functions in exact.py, lsh.py, components.py, survivor.py.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from agentworld.data import components, lsh, survivor
 from agentworld.data.config import DataConfig
-from agentworld.data.exact import exact_group
+from agentworld.data.exact import EXACT_OUT, exact_partition
 from agentworld.data.labels import Labels
+from agentworld.data.ray_env import broadcast, fetch
 
 MAX_CC_ROUNDS = 64
 Log = Callable[[str], None]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Limits:
+    """Where dedup switches from the driver to the cluster, and shuffle partition sizes."""
+
+    local_pairs: int = 4_000_000
+    """Candidate pairs verified on the driver at most (16 bytes each)."""
+    local_records: int = 200_000
+    """Candidate records whose shingle sets the driver holds at most (~2 KB each)."""
+    partition_rows: int = 1_000_000
+    """Rows per shuffle partition (one vectorized call each), at most about."""
+    partitions_per_worker: int = 4
+
+
+DEFAULT_LIMITS = Limits()
+CANDIDATES = pa.schema(
+    [("uid", pa.int64()), ("pkey", pa.string()), ("shingles", pa.list_(pa.uint64()))]
+)
+_MIX = np.uint64(0x9E3779B97F4A7C15)
 
 
 @dataclass
@@ -44,6 +72,17 @@ def _map(ds, fn, **kwargs):
 
 def _groups(ds, key: str, fn, **kwargs):
     return ds.groupby(key).map_groups(fn, batch_format="pyarrow", fn_kwargs=kwargs or None)
+
+
+def _partitioned(ds, key: str, parts: int, fn, **kwargs):
+    """``fn`` once per hash partition of ``key``: every row of a key in one call."""
+    return _groups(_map(ds, _with_part, key=key, parts=parts), "part", fn, **kwargs)
+
+
+def _parts(cfg: DataConfig, rows: int, limits: Limits) -> int:
+    return max(
+        limits.partitions_per_worker * cfg.num_workers, math.ceil(rows / limits.partition_rows)
+    )
 
 
 def _collect(ds, schema: pa.Schema) -> pa.Table:
@@ -72,6 +111,18 @@ def _column_sum(ds, column: str) -> int:
 # ---- block functions (run in tasks) ---------------------------------------------------
 
 
+def _with_part(block: pa.Table, *, key: str, parts: int) -> pa.Table:
+    """Append the shuffle partition of ``key`` (an int64 or a hex content hash)."""
+    col = block.column(key)
+    if pa.types.is_string(col.type):
+        values = np.fromiter((int(h[:16], 16) for h in col.to_pylist()), np.uint64, len(col))
+    else:
+        values = col.to_numpy().astype(np.int64).view(np.uint64)
+    with np.errstate(over="ignore"):
+        part = ((values * _MIX) >> np.uint64(40)) % np.uint64(parts)
+    return block.append_column("part", pa.array(part.astype(np.int64)))
+
+
 def _block_sum(block: pa.Table, *, column: str) -> pa.Table:
     return pa.table({"sum": [pc.sum(block.column(column)).as_py() or 0]})
 
@@ -82,6 +133,36 @@ def _with_cluster(block: pa.Table) -> pa.Table:
 
 def _exact_survivors(block: pa.Table) -> pa.Table:
     return block.filter(pc.is_null(block.column("dup_of")))
+
+
+def _singletons(block: pa.Table) -> pa.Table:
+    """Exact dedup off: every record is its own group."""
+    n = block.num_rows
+    return pa.table(
+        {
+            "uid": block.column("uid"),
+            "pkey": block.column("pkey"),
+            "bands": block.column("bands"),
+            "dup_of": pa.nulls(n, pa.int64()),
+            "cluster": pa.nulls(n, pa.int64()),
+        },
+        schema=EXACT_OUT,
+    )
+
+
+def _endpoints(block: pa.Table) -> pa.Table:
+    ends = np.concatenate([block.column("a").to_numpy(), block.column("b").to_numpy()])
+    return pa.table({"uid": np.unique(ends)})
+
+
+def _only(block: pa.Table, *, holder: dict) -> pa.Table:
+    """The rows whose uid is in the broadcast sorted uid array (a semi-join)."""
+    wanted = fetch(holder)
+    uids = block.column("uid").to_numpy()
+    if wanted.size == 0:
+        return block.slice(0, 0)
+    pos = np.minimum(np.searchsorted(wanted, uids), wanted.size - 1)
+    return block.filter(pa.array(wanted[pos] == uids))
 
 
 def _as_pair_rows(block: pa.Table) -> pa.Table:
@@ -139,35 +220,73 @@ def _pkey_rows(block: pa.Table) -> pa.Table:
 # ---- stages (driver) --------------------------------------------------------------------
 
 
-def exact_stage(records, cfg: DataConfig):
+def exact_stage(records, cfg: DataConfig, limits: Limits = DEFAULT_LIMITS):
     """Materialized (uid, pkey, bands, dup_of, cluster) of every clean record."""
     cols = records.select_columns(["uid", "exact_hash", "pkey", "bands"])
     if not cfg.exact_dedup:
-        # Each record is its own group: group by uid instead of content.
-        return _groups(
-            cols.map_batches(_uid_as_hash, batch_format="pyarrow"), "exact_hash", exact_group
-        ).materialize()
-    return _groups(cols, "exact_hash", exact_group).materialize()
+        return _map(cols, _singletons).materialize()
+    return _partitioned(cols, "exact_hash", _parts(cfg, 0, limits), exact_partition).materialize()
 
 
-def _uid_as_hash(block: pa.Table) -> pa.Table:
-    i = block.schema.get_field_index("exact_hash")
-    return block.set_column(i, "exact_hash", pc.cast(block.column("uid"), pa.string()))
-
-
-def candidate_edges(exact, shingles, cfg: DataConfig, stats: DedupStats):
-    """Verified edges (u, v, jaccard) between exact survivors."""
-    survivors = _map(exact, _exact_survivors)
-    pairs = _groups(
-        _map(survivors, lsh.explode_bands),
+def candidate_pairs(exact, cfg: DataConfig, limits: Limits):
+    """Materialized candidate pairs (a < b) between exact survivors, distinct within
+    each partition (a pair found in two bands of two partitions appears twice)."""
+    bands, _ = cfg.lsh_shape()
+    rows = _map(_map(exact, _exact_survivors), lsh.explode_bands)
+    return _partitioned(
+        rows,
         "band",
-        lsh.bucket_group,
+        _parts(cfg, exact.count() * bands, limits),
+        lsh.bucket_partition,
         all_pairs_max=cfg.bucket_all_pairs_max,
         anchors=cfg.bucket_anchors,
+    ).materialize()
+
+
+def _sorted_uids(ds) -> np.ndarray:
+    table = _collect(_map(ds, _endpoints), pa.schema([("uid", pa.int64())]))
+    return np.unique(table.column("uid").to_numpy())
+
+
+def _local_clusters(u: np.ndarray, v: np.ndarray, uids: np.ndarray, pkeys: pa.Array) -> pa.Table:
+    """Components and survivors of the verified edges on the driver; ``pkeys`` of the
+    records ``uids`` (sorted), which hold every edge end."""
+    nodes, labels = components.components_local(u, v)
+    return survivor.pick_survivors_local(
+        nodes, labels, pkeys.take(pa.array(np.searchsorted(uids, nodes)))
     )
-    shingle_rows = _map(shingles, _as_shingle_rows)
-    first = _groups(_map(pairs, _as_pair_rows).union(shingle_rows), "key", lsh.attach_first)
-    scored = _groups(first.union(shingle_rows), "key", lsh.verify_second).materialize()
+
+
+def _near_local(pairs_ds, candidates, records, cfg: DataConfig, stats: DedupStats) -> pa.Table:
+    """Verification, components and survivors on the driver (small candidate graph)."""
+    table = _collect(pairs_ds, lsh.PAIRS)
+    pairs = lsh.unique_pairs(
+        np.stack([table.column("a").to_numpy(), table.column("b").to_numpy()], axis=1)
+    )
+    rows = _collect(
+        _map(records.select_columns(CANDIDATES.names), _only, holder=broadcast(candidates)),
+        CANDIDATES,
+    ).sort_by("uid")
+    uids = rows.column("uid").to_numpy()
+    flat, offsets = lsh.flat_sets(rows.column("shingles"))
+    sims = lsh.pair_jaccards(pairs, uids, flat, offsets)
+    edges = pairs[sims >= cfg.near_dup_threshold]
+    stats.candidate_pairs, stats.verified_pairs = len(pairs), len(edges)
+    stats.extra["near_path"] = "driver"
+    if len(edges) == 0:
+        return survivor.CLUSTER_OUT.empty_table()
+    return _local_clusters(edges[:, 0], edges[:, 1], uids, rows.column("pkey").combine_chunks())
+
+
+def _verified_edges(pairs_ds, candidates, records, cfg: DataConfig, stats, limits: Limits):
+    """Materialized verified edges (u, v, jaccard): two shuffles that bring both shingle
+    sets of each pair together, over the candidate records only."""
+    shingles = records.select_columns(["uid", "shingles"])
+    rows = _map(_map(shingles, _only, holder=broadcast(candidates)), _as_shingle_rows)
+    rows = rows.materialize()
+    parts = _parts(cfg, len(candidates), limits)
+    first = _partitioned(_map(pairs_ds, _as_pair_rows).union(rows), "key", parts, lsh.attach_first)
+    scored = _partitioned(first.union(rows), "key", parts, lsh.verify_second).materialize()
     # The graph is much smaller than the corpus: few blocks make each later shuffle cheap.
     passing = _map(scored, _passing, threshold=cfg.near_dup_threshold)
     edges = passing.repartition(cfg.num_workers).materialize()
@@ -194,28 +313,53 @@ def connected_components(edges, stats: DedupStats, log: Log):
     raise RuntimeError(f"connected components did not converge in {MAX_CC_ROUNDS} rounds")
 
 
-def near_stage(exact, shingles, cfg: DataConfig, stats: DedupStats, log: Log) -> pa.Table:
-    """(uid, dup_of, cluster) of every member of a near-duplicate cluster."""
-    edges = candidate_edges(exact, shingles, cfg, stats)
-    log(f"near: {stats.candidate_pairs} candidate pairs, {stats.verified_pairs} verified")
+def _near_distributed(pairs_ds, candidates, records, exact, cfg, stats, log, limits) -> pa.Table:
+    stats.extra["near_path"] = "cluster"
+    edges = _verified_edges(pairs_ds, candidates, records, cfg, stats, limits)
     if stats.verified_pairs == 0:
         return survivor.CLUSTER_OUT.empty_table()
+    if stats.verified_pairs <= limits.local_pairs:
+        table = _collect(edges, lsh.EDGES)
+        u, v = table.column("u").to_numpy(), table.column("v").to_numpy()
+        nodes = np.unique(np.concatenate([u, v]))
+        keyed = _collect(
+            _map(exact.select_columns(["uid", "pkey"]), _only, holder=broadcast(nodes)),
+            pa.schema([("uid", pa.int64()), ("pkey", pa.string())]),
+        ).sort_by("uid")
+        uids = keyed.column("uid").to_numpy()
+        return _local_clusters(u, v, uids, keyed.column("pkey").combine_chunks())
     labels = connected_components(edges, stats, log)
     pkeys = _map(_map(exact, _exact_survivors), _pkey_rows)
     with_pkey = _groups(labels.union(pkeys), "uid", survivor.attach_pkey)
     return _collect(_groups(with_pkey, "label", survivor.pick_survivor), survivor.CLUSTER_OUT)
 
 
-def find_duplicates(records, cfg: DataConfig, log: Log = print) -> tuple[Labels, DedupStats]:
+def near_stage(
+    exact, records, cfg: DataConfig, stats: DedupStats, log: Log, limits: Limits = DEFAULT_LIMITS
+) -> pa.Table:
+    """(uid, dup_of, cluster) of every member of a near-duplicate cluster."""
+    pairs = candidate_pairs(exact, cfg, limits)
+    upper = pairs.count()
+    candidates = _sorted_uids(pairs) if upper else np.empty(0, np.int64)
+    if upper <= limits.local_pairs and candidates.size <= limits.local_records:
+        rows = _near_local(pairs, candidates, records, cfg, stats)
+    else:
+        rows = _near_distributed(pairs, candidates, records, exact, cfg, stats, log, limits)
+    log(f"near: {stats.candidate_pairs} candidate pairs, {stats.verified_pairs} verified")
+    return rows
+
+
+def find_duplicates(
+    records, cfg: DataConfig, log: Log = print, limits: Limits = DEFAULT_LIMITS
+) -> tuple[Labels, DedupStats]:
     """Dedup clean records (a Dataset with uid, exact_hash, pkey, bands, shingles)."""
     stats = DedupStats()
-    exact = exact_stage(records, cfg)
+    exact = exact_stage(records, cfg, limits)
     exact_rows = _collect(_map(exact, _with_cluster), survivor.CLUSTER_OUT)
     stats.exact_clusters = len(pc.unique(exact_rows.column("cluster")))
     log(f"exact: {exact_rows.num_rows} records in {stats.exact_clusters} clusters")
     near_rows = survivor.CLUSTER_OUT.empty_table()
     if cfg.near_dedup:
-        shingles = records.select_columns(["uid", "shingles"])
-        near_rows = near_stage(exact, shingles, cfg, stats, log)
+        near_rows = near_stage(exact, records, cfg, stats, log, limits)
         stats.near_clusters = len(pc.unique(near_rows.column("cluster")))
     return Labels.merge(exact_rows, near_rows), stats

@@ -1,18 +1,18 @@
 """MinHash signatures and LSH band keys (plain numpy, no Ray).
 
 Permutation i is the multiply-shift hash ``(a_i * x + b_i) mod 2**64 >> 32`` of the
-shingle folded to 32 bits: a universal family, vectorized over shingles x permutations.
+shingle folded to 32 bits: a universal family. Signatures of a whole block are one
+compiled loop (kernels.minhash); band keys are whole-array numpy.
 """
 
 from __future__ import annotations
 
-import hashlib
 from functools import lru_cache
 
 import numpy as np
 
 _MASK32 = np.uint64(0xFFFFFFFF)
-_CHUNK = 4096  # shingles per matrix product, to bound memory on long records
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
 def _false_positive(threshold: float, b: int, r: int) -> float:
@@ -57,23 +57,41 @@ def permutations(num_perm: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 def signature(shingles: np.ndarray, num_perm: int, seed: int = 0) -> np.ndarray:
     """uint32 MinHash signature (num_perm,) of a uint64 shingle-hash array."""
+    offsets = np.array([0, shingles.size], dtype=np.int64)
+    return signatures(shingles, offsets, num_perm, seed)[0]
+
+
+def signatures(flat: np.ndarray, offsets: np.ndarray, num_perm: int, seed: int = 0) -> np.ndarray:
+    """(N, num_perm) uint32 signatures of N shingle sets given flat with (N + 1,) offsets."""
+    from agentworld.data.kernels import minhash
+
     a, b = permutations(num_perm, seed)
-    sig = np.full(num_perm, 0xFFFFFFFF, dtype=np.uint64)
-    x = (shingles ^ (shingles >> np.uint64(32))) & _MASK32
+    x = (flat ^ (flat >> np.uint64(32))) & _MASK32
+    return minhash(x, offsets, a, b)
+
+
+def _fmix64(h: np.ndarray) -> np.ndarray:
+    """splitmix64's finalizer: a bijection of uint64 with full avalanche."""
+    h = h ^ (h >> np.uint64(30))
+    h = h * np.uint64(0xBF58476D1CE4E5B9)
+    h = h ^ (h >> np.uint64(27))
+    h = h * np.uint64(0x94D049BB133111EB)
+    return h ^ (h >> np.uint64(31))
+
+
+def band_keys_many(sigs: np.ndarray, bands: int, rows: int) -> np.ndarray:
+    """(N, bands) int64 key per band of each signature (N, P). The band index is part
+    of the key, so two records collide only in the same band; the key is a 64-bit mix
+    of the band's rows, one whole-array pass per row."""
+    n = sigs.shape[0]
+    cells = sigs[:, : bands * rows].astype(np.uint64).reshape(n, bands, rows)
     with np.errstate(over="ignore"):
-        for start in range(0, x.size, _CHUNK):
-            chunk = x[start : start + _CHUNK, None]
-            values = (chunk * a[None, :] + b[None, :]) >> np.uint64(32)  # (S, P)
-            np.minimum(sig, values.min(axis=0), out=sig)
-    return sig.astype(np.uint32)
+        h = np.broadcast_to(_fmix64(np.arange(bands, dtype=np.uint64) + _GOLDEN), (n, bands))
+        for t in range(rows):
+            h = _fmix64(h ^ cells[:, :, t])
+    return np.ascontiguousarray(h).view(np.int64)
 
 
 def band_keys(sig: np.ndarray, bands: int, rows: int) -> np.ndarray:
-    """int64 key per band (bands,); the band index is part of the key, so two
-    records collide only in the same band."""
-    out = np.empty(bands, dtype=np.int64)
-    for j in range(bands):
-        data = j.to_bytes(2, "little") + sig[j * rows : (j + 1) * rows].tobytes()
-        digest = hashlib.blake2b(data, digest_size=8).digest()
-        out[j] = int.from_bytes(digest, "little", signed=True)
-    return out
+    """int64 key per band (bands,) of one signature (see band_keys_many)."""
+    return band_keys_many(sig[None, :], bands, rows)[0]

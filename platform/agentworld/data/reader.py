@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from functools import cache
 from typing import Any, Literal
 
 import pyarrow as pa
@@ -22,6 +23,7 @@ from agentworld.data.text import hash64
 from agentworld.data.validate import build_filters, first_rejection
 from agentworld.io import get_fs, list_shards
 from agentworld.schema import RecordError, Trajectory, loads_json
+from agentworld.schema.record import RECORD_VERSION, Outcome, ToolCall, Turn
 
 INGEST_SCHEMA = pa.schema(
     [
@@ -175,6 +177,66 @@ def merge_awb_rows(items: Iterator[_Item]) -> Iterator[_Item]:
 # ---- rows ----------------------------------------------------------------------------
 
 
+# The fields record_json writes by hand; if the schema changes, it falls back to to_json.
+_KNOWN_FIELDS = {
+    Trajectory: ("id", "domain", "source", "environment", "turns", "outcome", "metadata"),
+    Turn: (
+        "action",
+        "observation",
+        "reasoning",
+        "tool_call",
+        "duration_s",
+        "exit_code",
+        "screenshot",
+        "metadata",
+    ),
+    ToolCall: ("name", "arguments", "call_id"),
+    Outcome: ("success", "reward", "note"),
+}
+_OPTIONAL_TURN_FIELDS = ("reasoning", "duration_s", "exit_code", "screenshot")
+
+
+@cache
+def _fast_json_ok() -> bool:
+    return all(tuple(f.name for f in fields(c)) == names for c, names in _KNOWN_FIELDS.items())
+
+
+def _turn_dict(turn: Turn) -> dict[str, Any]:
+    d: dict[str, Any] = {"action": turn.action, "observation": turn.observation}
+    for name in _OPTIONAL_TURN_FIELDS:
+        value = getattr(turn, name)
+        if value is not None:
+            d[name] = value
+    call = turn.tool_call
+    if call is not None:
+        d["tool_call"] = {"name": call.name, "arguments": call.arguments, "call_id": call.call_id}
+    if turn.metadata:
+        d["metadata"] = turn.metadata
+    return d
+
+
+def record_json(traj: Trajectory) -> str:
+    """``traj.to_json()``, the same string, without dataclasses.asdict's recursive deep
+    copy (it cost more than parsing): records hold JSON values only (validate checks
+    it), which json.dumps writes the same whether copied or not."""
+    if not _fast_json_ok():
+        return traj.to_json()
+    o = traj.outcome
+    d = {
+        "id": traj.id,
+        "domain": traj.domain,
+        "source": traj.source,
+        "environment": traj.environment,
+        "turns": [_turn_dict(t) for t in traj.turns],
+        "outcome": None
+        if o is None
+        else {"success": o.success, "reward": o.reward, "note": o.note},
+        "metadata": traj.metadata,
+        "version": RECORD_VERSION,
+    }
+    return json.dumps(d, ensure_ascii=False, sort_keys=True)
+
+
 def _guess(obj: Any, key: str) -> str:
     value = obj.get(key) if isinstance(obj, dict) else None
     if key == "domain" and value is None and isinstance(obj, dict):
@@ -194,7 +256,7 @@ def _row(url: str, item: _Item, filters: list) -> dict[str, Any]:
     rejection = first_rejection(item.traj, filters) if item.traj is not None else None
     if item.traj is not None and rejection is None:
         t = item.traj
-        row.update(status="ok", record=t.to_json(), domain=t.domain, source=t.source)
+        row.update(status="ok", record=record_json(t), domain=t.domain, source=t.source)
         return row
     if rejection is not None:
         error, field_, reason = rejection.error, rejection.field, rejection.reason

@@ -33,3 +33,17 @@ def pick_survivor(group: pa.Table) -> pa.Table:
     dup_of = pa.array([None] + [int(uids[0])] * (uids.size - 1), pa.int64())
     cluster = np.full(uids.size, group.column("label")[0].as_py(), dtype=np.int64)
     return pa.table({"uid": uids, "dup_of": dup_of, "cluster": cluster}, schema=CLUSTER_OUT)
+
+
+def pick_survivors_local(uids: np.ndarray, labels: np.ndarray, pkeys: pa.Array) -> pa.Table:
+    """pick_survivor for every component at once (CLUSTER_OUT rows): within each label,
+    the smallest priority key survives and the others point to it."""
+    t = pa.table({"uid": uids, "label": labels, "pkey": pkeys})
+    t = t.sort_by([("label", "ascending"), ("pkey", "ascending")])
+    uid, label = t.column("uid").to_numpy(), t.column("label").to_numpy()
+    first = np.r_[True, label[1:] != label[:-1]] if label.size else np.empty(0, bool)
+    survivor = uid[np.flatnonzero(first)][np.cumsum(first) - 1]
+    return pa.table(
+        {"uid": uid, "dup_of": pa.array(survivor, pa.int64(), mask=first), "cluster": label},
+        schema=CLUSTER_OUT,
+    )

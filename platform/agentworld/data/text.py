@@ -42,33 +42,61 @@ def unit_hash(data: str) -> float:
     return int.from_bytes(digest, "little") / 2.0**64
 
 
+def _blake64(w: str) -> int:
+    return int.from_bytes(hashlib.blake2b(w.encode(), digest_size=8).digest(), "little")
+
+
+def _hash_words(words_array) -> np.ndarray:
+    """uint64 hash of each element of an Arrow string array, each distinct one once."""
+    import pyarrow.compute as pc
+
+    encoded = pc.dictionary_encode(words_array)
+    vocab = encoded.dictionary.to_pylist()
+    table = np.fromiter((_blake64(w) for w in vocab), dtype=np.uint64, count=len(vocab))
+    return table[encoded.indices.to_numpy(zero_copy_only=False)]
+
+
+def normalized_words(texts: list[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """``normalize`` of every text, and the hashes of ``words`` of every text, flat,
+    with (N + 1,) int64 offsets: the same as the per-text functions, with each text
+    normalized once (whitespace does not change the words, so they are taken from the
+    normalized text) and each distinct word of the batch hashed once."""
+    norms = [normalize(t) for t in texts]
+    w, offsets = flat_word_hashes([_WORD.findall(t) for t in norms])
+    return norms, w, offsets
+
+
+def flat_word_hashes(token_lists: list[list[str]]) -> tuple[np.ndarray, np.ndarray]:
+    """uint64 hash of every word of many word lists, flat, and (N + 1,) int64 offsets
+    (each distinct word hashed once)."""
+    import pyarrow as pa
+
+    sizes = np.fromiter((len(t) for t in token_lists), dtype=np.int64, count=len(token_lists))
+    offsets = np.zeros(sizes.size + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    if offsets[-1] == 0:
+        return np.empty(0, dtype=np.uint64), offsets
+    return _hash_words(pa.array([w for t in token_lists for w in t], pa.large_string())), offsets
+
+
+def flat_ngram_hashes(w: np.ndarray, offsets: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted unique n-gram hashes of every text (flat, with offsets) from flat word
+    hashes: ``ngram_hashes`` of each text, computed for all of them in one loop."""
+    from agentworld.data.kernels import ngrams
+
+    return ngrams(w, offsets, n, _POLY)
+
+
 def word_hashes(tokens: list[str]) -> np.ndarray:
     """uint64 hash per word (each distinct word hashed once)."""
-    cache: dict[str, int] = {}
-    out = np.empty(len(tokens), dtype=np.uint64)
-    for i, w in enumerate(tokens):
-        h = cache.get(w)
-        if h is None:
-            h = cache[w] = int.from_bytes(
-                hashlib.blake2b(w.encode(), digest_size=8).digest(), "little"
-            )
-        out[i] = h
-    return out
+    return flat_word_hashes([tokens])[0]
 
 
 def ngram_hashes(tokens: list[str], n: int) -> np.ndarray:
     """Sorted unique uint64 hashes of the word n-grams. A text shorter than n words
     gives one n-gram of all its words, so that short records still compare."""
-    if not tokens:
-        return np.empty(0, dtype=np.uint64)
-    w = word_hashes(tokens)
-    n = min(n, len(w))
-    m = len(w) - n + 1
-    h = np.zeros(m, dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        for j in range(n):
-            h = h * _POLY + w[j : j + m]
-    return np.unique(h)
+    w, offsets = flat_word_hashes([tokens])
+    return flat_ngram_hashes(w, offsets, n)[0]
 
 
 def turn_text(record: dict[str, Any]) -> str:
