@@ -116,6 +116,8 @@ def loads_json(line: str | bytes) -> Any:
         return json.loads(line)
     except json.JSONDecodeError as e:
         raise MalformedJSONError(f"malformed JSON: {e.msg} at column {e.colno}") from None
+    except RecursionError:  # json's own limit on nesting; a record never nests that deep
+        raise MalformedJSONError("malformed JSON: nested too deeply") from None
 
 
 # ---- validation ------------------------------------------------------------------------
