@@ -89,7 +89,7 @@ class Progress:
             self._first = (step, now)
             return None
         done = step - self._first[0]
-        if not total or done <= 0:
+        if not total or done <= 0 or step >= int(total):
             return None
         return (int(total) - step) * (now - self._first[1]) / done
 
