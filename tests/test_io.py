@@ -80,12 +80,8 @@ WRITER = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("where", ["local", "s3"])
-def test_killed_writer_leaves_nothing_under_final_name(where, tmp_path, request):
-    if where == "s3":
-        url = request.getfixturevalue("s3_bucket") + "/out/part-0.jsonl"
-    else:
-        url = str(tmp_path / "out" / "part-0.jsonl")
+def test_killed_writer_leaves_nothing_under_final_name(tmp_path):
+    url = str(tmp_path / "out" / "part-0.jsonl")
     proc = subprocess.Popen([sys.executable, "-c", WRITER, url], stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "writing"
     time.sleep(0.2)
@@ -94,8 +90,44 @@ def test_killed_writer_leaves_nothing_under_final_name(where, tmp_path, request)
     assert not exists(url)
     fs, path = get_fs(url.rsplit("/", 1)[0])
     leftovers = fs.ls(path) if fs.exists(path) else []
-    # Local writes leave at most a hidden temp file, never the final name; S3 leaves nothing.
+    # Local writes leave at most a hidden temp file, never the final name.
     assert all(p.rsplit("/", 1)[-1].startswith(".") for p in leftovers)
     # A finished write does appear.
     write_jsonl(url, [json.loads(sample_trajectories(1)[0].to_json())])
     assert exists(url)
+
+
+UPLOADER = textwrap.dedent(
+    """
+    import sys
+    from agentworld.io import atomic_write
+    with atomic_write(sys.argv[1]) as f:
+        for _ in range(int(sys.argv[2])):
+            f.write(b"x" * (1 << 20))
+    """
+)
+
+
+def test_writer_killed_during_its_s3_upload_leaves_nothing(s3_server, s3_bucket):
+    """On S3 the object is uploaded after the block: the writer is killed while that
+    upload is under way (a multipart upload is open on the server), and no object
+    shows under the final name, neither then nor after."""
+    import boto3
+
+    url = s3_bucket + "/out/part-0.jsonl"
+    bucket = s3_bucket.removeprefix("s3://")
+    s3 = boto3.client("s3", endpoint_url=s3_server, region_name="us-west-2")
+    # 160 MiB: several parts of s3fs's 50 MiB blocks, so the upload takes a while.
+    proc = subprocess.Popen([sys.executable, "-c", UPLOADER, url, "160"])
+    try:
+        deadline = time.monotonic() + 120
+        while not s3.list_multipart_uploads(Bucket=bucket).get("Uploads"):
+            assert proc.poll() is None, "the upload finished before it could be caught"
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+    get_fs(url)[0].invalidate_cache()
+    assert not exists(url)
+    assert s3.list_objects_v2(Bucket=bucket).get("KeyCount", 0) == 0
