@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import sys
 import time
@@ -23,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 SANDBOX_HOME = "/home/agent"
+_HOME_RE = re.compile(r"/(home|srv|workspace)(/[A-Za-z0-9_][A-Za-z0-9._-]*)+")
+_HOST_RE = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,62})")
 _INIT = Path(__file__).with_name("sandbox_init.py")
 _SYSTEM_PYTHON = "/usr/bin/python3"
 _CGROUP_ROOT = "/sys/fs/cgroup"
@@ -35,7 +38,11 @@ class SandboxSpec:
     """Limits and visible paths of one sandboxed process tree."""
 
     work_dir: str
-    """Host directory shown as /home/agent (HOME and working directory)."""
+    """Host directory shown as ``home`` (HOME and working directory)."""
+    home: str = SANDBOX_HOME
+    """Where the work dir shows inside: an absolute path below /home, /srv or /workspace."""
+    hostname: str | None = None
+    """Host name inside (the sandbox has its own UTS namespace); None keeps the host's."""
     max_file_bytes: int = 16 * 1024 * 1024
     """Largest file a process may write (RLIMIT_FSIZE)."""
     tmp_size: str = "64m"
@@ -56,6 +63,15 @@ class SandboxSpec:
     max_memory_bytes: int = 1 << 30
     """Memory of the whole tree (the cgroup's limit; the OOM killer ends the biggest
     process) and of each process (RLIMIT_DATA: allocations beyond it fail). 0: no limit."""
+
+    def __post_init__(self) -> None:
+        # Mounted over the new root: a system directory there would hide the real one.
+        if not _HOME_RE.fullmatch(self.home):
+            raise ValueError(
+                f"SandboxSpec.home: {self.home!r} is not /home, /srv or /workspace/NAME..."
+            )
+        if self.hostname is not None and not _HOST_RE.fullmatch(self.hostname):
+            raise ValueError(f"SandboxSpec.hostname: {self.hostname!r} is not a host name")
 
 
 def base_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -94,6 +110,8 @@ def sandbox_command(spec: SandboxSpec, program: list[str], *, ctty: bool = False
     """The argv that runs ``program`` inside the sandbox described by ``spec``."""
     init_spec = {
         "work_dir": os.path.realpath(spec.work_dir),
+        "home": spec.home,
+        "hostname": spec.hostname,
         "max_file_bytes": spec.max_file_bytes,
         "tmp_size": spec.tmp_size,
         "read_paths": list(spec.read_paths),

@@ -79,7 +79,9 @@ def _mount(source: str, target: str, fstype: str | None, flags: int, data: str |
         _fail(f"mount {target}: {os.strerror(ctypes.get_errno())}")
 
 
-def setup_mounts(work_dir: str, tmp_size: str, read_paths: list[str]) -> None:
+def setup_mounts(
+    work_dir: str, tmp_size: str, read_paths: list[str], home: str = SANDBOX_HOME
+) -> None:
     """Build a new root from nothing and pivot into it, so that the host's own files (its
     checkouts, /root, other users' homes, /var, /opt, sockets under /run or /tmp) do not
     exist inside: only the system directories (read-only), a fresh /proc, the host /dev
@@ -93,7 +95,7 @@ def setup_mounts(work_dir: str, tmp_size: str, read_paths: list[str]) -> None:
     _mount("tmpfs", _NEW_ROOT, "tmpfs", flags, "size=1m,mode=755")
     for name in _SYSTEM_DIRS:
         _bind_system_dir(name)
-    _bind(f"/proc/self/fd/{work_fd}", _NEW_ROOT + SANDBOX_HOME, read_only=False)
+    _bind(f"/proc/self/fd/{work_fd}", _NEW_ROOT + home, read_only=False)
     os.makedirs(_NEW_ROOT + "/tmp")
     _mount("tmpfs", _NEW_ROOT + "/tmp", "tmpfs", flags, f"size={tmp_size},mode=1777")
     for path, fd in kept:  # after /tmp: a read path under /tmp shows inside it
@@ -244,12 +246,15 @@ def main(argv: list[str]) -> None:
     spec = json.loads(argv[0])
     program = argv[2:]
     read_paths = [os.path.realpath(p) for p in spec.get("read_paths", [])]
-    setup_mounts(spec["work_dir"], spec.get("tmp_size", "64m"), read_paths)
+    home = spec.get("home") or SANDBOX_HOME
+    setup_mounts(spec["work_dir"], spec.get("tmp_size", "64m"), read_paths, home)
+    if spec.get("hostname"):
+        socket.sethostname(spec["hostname"])  # our own UTS namespace
     if spec.get("tcp_ports"):
         loopback_up()
     set_limits(spec)
-    restrict(read_paths, [SANDBOX_HOME, "/tmp"], spec.get("tcp_ports", []))
-    os.chdir(SANDBOX_HOME)
+    restrict(read_paths, [home, "/tmp"], spec.get("tcp_ports", []))
+    os.chdir(home)
     allowed = set(spec.get("env_names", []))
     env = {k: v for k, v in os.environ.items() if k in allowed}
     try:

@@ -101,17 +101,43 @@ class SearchIndex:
             bm25s.tokenize(texts, stopwords="en", show_progress=False), show_progress=False
         )
 
-    def search(self, query: str, k: int) -> list[tuple[Doc, float]]:
+    def search(
+        self, query: str, k: int, allowed: frozenset[str] | None = None
+    ) -> list[tuple[Doc, float]]:
+        """The k best documents; with ``allowed``, among those documents only (an
+        episode's subset of the corpus: one index serves every subset)."""
         import bm25s
 
         tokens = bm25s.tokenize([query], stopwords="en", show_progress=False)
         if not tokens.vocab:
             return []
         k = max(1, min(int(k), len(self.docs)))
-        ids, scores = self.retriever.retrieve(tokens, k=k, show_progress=False)
-        return [
+        depth = len(self.docs) if allowed is not None else k
+        ids, scores = self.retriever.retrieve(tokens, k=depth, show_progress=False)
+        hits = [
             (self.docs[int(i)], float(s)) for i, s in zip(ids[0], scores[0], strict=True) if s > 0
         ]
+        if allowed is not None:
+            hits = [(d, s) for d, s in hits if d.id in allowed]
+        return hits[:k]
+
+
+def module_of(doc_id: str) -> str:
+    """The corpus module a document belongs to (``os.path.join`` -> ``os.path``)."""
+    return max((m for m in CORPUS_MODULES if doc_id == m or doc_id.startswith(m + ".")), key=len)
+
+
+def corpus_subset(docs: tuple[Doc, ...], share: float, key: str, keep: str = "") -> frozenset[str]:
+    """Ids of the documents of a ``share`` of the modules, drawn with ``key``; the
+    module of document ``keep`` is always in."""
+    import random
+
+    rng = random.Random(f"search-subset:{key}")
+    n = max(1, round(share * len(CORPUS_MODULES)))
+    modules = set(rng.sample(CORPUS_MODULES, n))
+    if keep:
+        modules.add(module_of(keep))
+    return frozenset(d.id for d in docs if module_of(d.id) in modules)
 
 
 @functools.cache
@@ -139,11 +165,23 @@ class SearchEnvironment(Environment):
     source = "collect/search"
 
     def reset(self, task: Task) -> str:
+        from agentworld.collect.variety import Variety
+
         self.index = get_index()
+        v = Variety.of(task.state)
+        self.allowed = None
+        n_docs = len(self.index.docs)
+        if v.search_share < 1:
+            key = f"{v.user}@{v.host}:{v.timezone}:{v.search_share}"
+            self.allowed = corpus_subset(
+                self.index.docs, v.search_share, key, task.state.get("target", "")
+            )
+            n_docs = len(self.allowed)
+        self.n_docs = n_docs
         version = ".".join(map(str, sys.version_info[:3]))
         return (
             f"A search engine over the documentation of the Python {version} standard "
-            f"library ({len(self.index.docs)} documents: modules, classes, functions, "
+            f"library ({n_docs} documents: modules, classes, functions, "
             "methods), ranked with BM25. Tools:\n"
             '{"name": "search", "arguments": {"query": "string", "k": "integer (default 5)"}}\n'
             '{"name": "open", "arguments": {"doc_id": "string (an id from the results)"}}\n'
@@ -156,10 +194,12 @@ class SearchEnvironment(Environment):
         error = False
         if call is not None and call.name == "search":
             query = str(call.arguments.get("query", ""))
-            hits = self.index.search(query, call.arguments.get("k", 5))
-            obs = format_results(query, hits, len(self.index.docs))
+            hits = self.index.search(query, call.arguments.get("k", 5), self.allowed)
+            obs = format_results(query, hits, self.n_docs)
         elif call is not None and call.name == "open":
-            doc = self.index.by_id.get(str(call.arguments.get("doc_id", "")))
+            doc_id = str(call.arguments.get("doc_id", ""))
+            visible = self.allowed is None or doc_id in self.allowed
+            doc = self.index.by_id.get(doc_id) if visible else None
             error = doc is None
             obs = (
                 format_document(doc)

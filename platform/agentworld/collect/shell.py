@@ -9,12 +9,16 @@ next prompt.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import secrets
 import select
+import shlex
 import signal
+import struct
 import subprocess
+import termios
 import time
 from dataclasses import dataclass, replace
 
@@ -85,8 +89,18 @@ class _Capture:
 class ShellSession:
     """``with ShellSession(spec) as sh: sh.run("ls")``: one bash per episode."""
 
-    def __init__(self, spec: SandboxSpec, *, timeout_s: float = 5.0, output_cap: int = 8192):
+    def __init__(
+        self,
+        spec: SandboxSpec,
+        *,
+        timeout_s: float = 5.0,
+        output_cap: int = 8192,
+        prompt: str = PROMPT,
+        columns: int = 80,
+        start_dir: str | None = None,
+    ):
         self.spec, self.timeout_s, self.output_cap = spec, timeout_s, output_cap
+        self.prompt, self.columns, self.start_dir = prompt, columns, start_dir
         self._token = secrets.token_hex(6)
         self._marker = re.compile(rb"\x1b\]777;" + self._token.encode() + rb";(-?\d+)\x07")
         self.proc: subprocess.Popen | None = None
@@ -103,7 +117,9 @@ class ShellSession:
     def start(self) -> str:
         """Start bash and wait for its first prompt; returns that prompt."""
         master, slave = os.openpty()
-        ps1 = PROMPT + r"\[\e]777;" + self._token + r";$?\a\]"
+        # The window size programs such as ls read to lay out their columns.
+        fcntl.ioctl(master, termios.TIOCSWINSZ, struct.pack("HHHH", 24, self.columns, 0, 0))
+        ps1 = self.prompt + r"\[\e]777;" + self._token + r";$?\a\]"
         env = base_env({"PS1": ps1, "PS2": "> ", "HISTFILE": "/dev/null", **self.spec.env})
         argv = sandbox_command(
             self.spec, ["bash", "--norc", "--noprofile", "--noediting", "-i"], ctty=True
@@ -117,7 +133,12 @@ class ShellSession:
         if not first.session_ended and not first.timed_out:
             # The prompt variables stay shell variables but leave the environment, so
             # `env` inside shows a plain session, not the marker.
-            os.write(self._fd, b"export -n PS1 PS2 HISTFILE\n")
+            setup = "export -n PS1 PS2 HISTFILE"
+            if self.start_dir:
+                setup += (
+                    f"; mkdir -p {shlex.quote(self.start_dir)}; cd {shlex.quote(self.start_dir)}"
+                )
+            os.write(self._fd, setup.encode() + b"\n")
             first = self._read_until_prompt(self.timeout_s + 10)
         if first.session_ended or first.timed_out:
             self.close()

@@ -8,6 +8,7 @@ the end.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shlex
@@ -17,6 +18,7 @@ from agentworld.collect.env import Action, Task
 from agentworld.collect.mcp_env import parse_tool_call
 from agentworld.collect.sandbox import SANDBOX_HOME, base_env
 from agentworld.collect.terminal import GIT_ENV, ShellEnvironment, command_turn
+from agentworld.collect.variety import Variety
 from agentworld.schema import Outcome, Turn
 
 TOOLS = [
@@ -51,13 +53,15 @@ class SweEnvironment(ShellEnvironment):
     source = "collect/swe"
 
     def reset(self, task: Task) -> str:
-        shell = self.start_shell(task.state["files"])
-        _git_init(shell.spec.work_dir)
+        # The repository is HOME itself: the tools' paths are relative to its root.
+        v = dataclasses.replace(Variety.of(task.state), workdir=Variety.of(task.state).home)
+        shell = self.start_shell(task.state["files"], v)
+        _git_init(shell.spec.work_dir, shell.spec.env)
         self._patches = 0
         self._tests_passed: bool | None = None
         tools = "\n".join(json.dumps(t) for t in TOOLS)
         return (
-            f"A Python repository ({task.state['package']}) checked out at /home/agent, "
+            f"A Python repository ({task.state['package']}) checked out at {v.home}, "
             "with its tests under tests/. Each action is a tool call (JSON with name and "
             "arguments); the observation is the real output of the command it runs.\n"
             f"Tools:\n{tools}\nTask: {task.text}"
@@ -83,7 +87,7 @@ class SweEnvironment(ShellEnvironment):
         if name == "list_files":
             return "git ls-files"
         if name == "view_file":
-            return _view_command(shlex.quote(str(args["path"])))
+            return _view_command(shlex.quote(str(args["path"])), self.variety.home)
         if name == "search":
             return f"git grep -n -e {shlex.quote(str(args['pattern']))}"
         if name == "apply_patch":
@@ -121,18 +125,19 @@ class SweEnvironment(ShellEnvironment):
         return parse_tool_call(text)
 
 
-def _view_command(path: str) -> str:
+def _view_command(path: str, home: str = SANDBOX_HOME) -> str:
     """cat -n of a repository file. A path that resolves outside the repository (an
     absolute one, ../, or a symlink the session planted) is refused: the tool reads the
     repository, and the sandbox alone would still let it show system files."""
-    inside = f"{SANDBOX_HOME}/*"
+    inside = f"{home}/*"
     refused = f"echo view_file: {path}: outside the repository >&2; false"
     return f'case "$(realpath -m -- {path})" in {inside}) cat -n -- {path} ;; *) {refused} ;; esac'
 
 
-def _git_init(path: str) -> None:
-    """Commit the generated repository (host side, before any agent action)."""
-    env = base_env(GIT_ENV) | {"HOME": path}
+def _git_init(path: str, identity: dict[str, str] | None = None) -> None:
+    """Commit the generated repository (host side, before any agent action), as the
+    episode's git identity and date."""
+    env = base_env(identity or GIT_ENV) | {"HOME": path}
     for args in (
         ["init", "-q", "-b", "main"],
         ["add", "-A"],

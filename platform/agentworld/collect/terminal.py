@@ -12,6 +12,7 @@ import re
 from agentworld.collect.env import Action, Environment, Task
 from agentworld.collect.sandbox import SandboxSpec
 from agentworld.collect.shell import CommandResult, SessionDead, ShellSession
+from agentworld.collect.variety import DEFAULT, Variety
 from agentworld.schema import Turn
 
 # Fixed identities and dates make commit hashes depend on the content alone.
@@ -55,17 +56,38 @@ def command_turn(action: Action, result: CommandResult, observation: str) -> Tur
 class ShellEnvironment(Environment):
     """An environment backed by one sandboxed shell session per episode."""
 
-    def start_shell(self, files: dict[str, str]) -> ShellSession:
-        work_dir = self.workspace.episode_dir()
-        write_files(work_dir, files)
+    def start_shell(self, files: dict[str, str], variety: Variety = DEFAULT) -> ShellSession:
+        """A shell as the episode's settings describe it (user, host, prompt, home,
+        starting directory, time zone, locale, width); ``files`` go to the starting
+        directory."""
+        self.variety = variety
+        work_dir = self.workspace_dir = self.workspace.episode_dir()
+        write_files(self.host_path(variety.workdir), files)
         spec = SandboxSpec(
-            work_dir=work_dir, max_file_bytes=self.config.max_file_bytes, env=dict(GIT_ENV)
+            work_dir=work_dir,
+            home=variety.home,
+            hostname=variety.host,
+            max_file_bytes=self.config.max_file_bytes,
+            env={**GIT_ENV, **variety.env()} if variety != DEFAULT else dict(GIT_ENV),
         )
+        start = None if variety.workdir == variety.home else variety.workdir
         self.shell = ShellSession(
-            spec, timeout_s=self.config.command_timeout_s, output_cap=self.config.output_cap_bytes
+            spec,
+            timeout_s=self.config.command_timeout_s,
+            output_cap=self.config.output_cap_bytes,
+            prompt=variety.prompt,
+            columns=variety.columns,
+            start_dir=start,
         )
         self.shell.start()
         return self.shell
+
+    def host_path(self, inside: str) -> str:
+        """The host path of a directory at or below the sandbox's HOME (created)."""
+        rel = os.path.relpath(inside, self.variety.home)
+        path = os.path.normpath(os.path.join(self.workspace_dir, rel))
+        os.makedirs(path, exist_ok=True)
+        return path
 
     def run(self, command: str) -> CommandResult:
         try:
@@ -87,9 +109,11 @@ class TerminalEnvironment(ShellEnvironment):
     source = "collect/terminal"
 
     def reset(self, task: Task) -> str:
-        shell = self.start_shell(task.state.get("files", {}))
+        v = Variety.of(task.state)
+        shell = self.start_shell(task.state.get("files", {}), v)
+        where = f"{v.home} (HOME)" if v.workdir == v.home else f"{v.workdir} (HOME is {v.home})"
         return (
-            "A Linux terminal running GNU bash as user agent in /home/agent (HOME). "
+            f"A Linux terminal running GNU bash as user {v.user} on {v.host} in {where}. "
             "Each action is a command line typed at the prompt; the observation is what "
             "the terminal shows next: the output, then the prompt. No network access.\n"
             f"Task: {task.text}\n\nThe screen shows:\n{shell.banner}"

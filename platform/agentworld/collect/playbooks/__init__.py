@@ -4,10 +4,12 @@ corpus has realistic repetition and near-duplicates and a seed fixes every actio
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Callable, Iterable
 
 from agentworld.collect.env import Action, Script, Task
+from agentworld.collect.variety import draw_variety
 
 WORDS = (
     "alpha apple amber birch cobalt delta ember falcon garnet harbor indigo juniper "
@@ -35,7 +37,10 @@ def pick_task(domain: str, rng: random.Random, *, mcp_servers: tuple[str, ...] =
     if domain == "mcp":
         names = [n for n in names if n.split("-")[0] in mcp_servers]
     name = rng.choice(names)
-    return PLAYBOOKS[name](rng)
+    task = PLAYBOOKS[name](rng)
+    # Drawn after the playbook's own choices, which a seed therefore fixes as before.
+    variety = draw_variety(rng).to_dict()
+    return dataclasses.replace(task, state={**task.state, "variety": variety})
 
 
 def words(rng: random.Random, n: int) -> list[str]:
