@@ -25,11 +25,11 @@ def planted(tmp_path_factory):
     return corpus, str(root)
 
 
-def _dedup(url: str, cfg: DataConfig):
+def _dedup(url: str, cfg: DataConfig, limits=None):
     """(per-record table with trajectory_id and final state, dedup stats)."""
     import ray
 
-    from agentworld.data.dedup import find_duplicates
+    from agentworld.data.dedup import DEFAULT_LIMITS, find_duplicates
     from agentworld.data.ingest import ingest_dataset
     from agentworld.data.labels import label_block
     from agentworld.data.ray_env import data_context
@@ -38,7 +38,10 @@ def _dedup(url: str, cfg: DataConfig):
     with data_context(cfg):
         rows = ingest_dataset([url], cfg, {}, None).materialize()
         labels, stats = find_duplicates(
-            rows.map_batches(clean_records, batch_format="pyarrow"), cfg, log=lambda m: None
+            rows.map_batches(clean_records, batch_format="pyarrow"),
+            cfg,
+            log=lambda m: None,
+            limits=limits or DEFAULT_LIMITS,
         )
         table = pa.concat_tables(ray.get(rows.to_arrow_refs()))
     out = label_block(table, labels).select(
@@ -98,3 +101,25 @@ def test_same_survivors_and_clusters_with_other_workers_and_block_sizes(two_runs
     assert a.equals(b)
     assert stats_a.candidate_pairs == stats_b.candidate_pairs
     assert stats_a.verified_pairs == stats_b.verified_pairs
+
+
+def test_cluster_path_above_the_driver_limits_gives_the_same_result(planted, two_runs):
+    """Above the driver limits: pairs verified by two shuffles of the candidates'
+    shingles, then components by star rounds (no edge on the driver) or, with few
+    edges, on the driver. Both equal the driver path."""
+    from agentworld.data.dedup import Limits
+
+    _, url = planted
+    _, (want, want_stats) = two_runs
+    cfg = DataConfig(num_workers=2, block_records=30, progress_bars=False)
+    for limits, rounds in (
+        (Limits(local_pairs=0, local_records=0), True),
+        (Limits(local_records=0), False),
+    ):
+        got, stats = _dedup(url, cfg, limits)
+        assert stats.extra["near_path"] == "cluster" and (stats.cc_rounds > 0) == rounds
+        assert got.equals(want)
+        assert (stats.candidate_pairs, stats.verified_pairs) == (
+            want_stats.candidate_pairs,
+            want_stats.verified_pairs,
+        )
