@@ -193,6 +193,20 @@ def test_web_records_round_trip_through_agentworldbench_rows(web_records):
     assert [r for t in back.values() for r in trajectory_to_rows(t)] == rows
 
 
+def test_simulator_sessions_and_the_judge_take_web(web_records):
+    from agentworld.evaluate.rubrics import judge_instructions
+    from agentworld.sim.prompt import resolve_domain, system_text
+    from agentworld.sim.protocol import EnvironmentSpec
+
+    traj = web_records[0]
+    assert resolve_domain("web") == "web"
+    spec = EnvironmentSpec(domain="web", environment=traj.environment)
+    assert system_text(spec).startswith(traj.environment)
+    assert "[bid]" in judge_instructions("web") and "validation messages" in judge_instructions(
+        "web"
+    )
+
+
 def test_prepare_keeps_every_web_sample_at_the_demo_recipe(
     ray_cluster, collected_corpus, web_records, tmp_path
 ):

@@ -66,10 +66,15 @@ RUBRICS: dict[str, DomainRubric] = {
         metadata="status-bar time, battery level, notification counts, element ids and bounds",
     ),
     "web": DomainRubric(
-        fixed="the page reached by the action (URL, form values typed, items added to a "
-        "cart), elements shown earlier that should persist",
-        preexisting="contents of pages not seen before: products, articles, prices, links",
-        metadata="session tokens, ad slots, element ids, timestamps, counters",
+        fixed="the page the action leads to: its URL and title, the rows a filter, sort, "
+        "facet or search leaves, values typed into fields, the application's validation "
+        "messages, the browser's error text for a failed action (no such element, "
+        "refused address), elements shown earlier that should persist with the same "
+        "[bid] ids, and what scrolling brings on screen",
+        preexisting="contents of pages not seen before: table rows, records, tickets, "
+        "links, facet counts",
+        metadata="query timings, page heights, [bid] ids of a page not seen before, "
+        "session tokens, timestamps",
     ),
     "os": DomainRubric(
         fixed="windows opened or closed by the action, typed text, focus changes, files "

@@ -43,7 +43,11 @@ BUILTIN_DOMAINS: tuple[Domain, ...] = (
         recorded=True,
     ),
     Domain(name="android", description="An Android UI: taps and typed text, accessibility trees"),
-    Domain(name="web", description="A web browser: page actions and page/DOM observations"),
+    Domain(
+        name="web",
+        description="A web browser: page actions and page/DOM observations",
+        recorded=True,
+    ),
     Domain(name="os", description="A desktop OS UI: mouse/keyboard actions, window trees"),
 )
 
