@@ -33,7 +33,7 @@ os.environ.setdefault("WANDB_MODE", "offline")
 
 # The same small_cpu model at --quick (the ratio means little on the tiny one), fewer
 # and shorter rollouts and one step fewer.
-QUICK = {"contexts": 4, "group": 4, "new_tokens": 32, "steps": 2}
+QUICK = {"contexts": 4, "group": 4, "new_tokens": 16, "steps": 2}
 
 
 def build_inputs(tmp: str, a: argparse.Namespace):
