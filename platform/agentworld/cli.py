@@ -11,6 +11,7 @@ entrypoint check and the README test consult) plus ``main(argv) -> int``, ending
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from collections.abc import Callable
@@ -50,8 +51,11 @@ def stop_on_sigterm() -> None:
 def run_job(name: str, main: Callable[[list[str] | None], int | None]) -> int:
     """Run a job's ``main`` with the shared exit codes: 0 done, 2 a bad configuration
     (``<name>: invalid configuration: <field>: <why>``), 130 stopped (resumable)."""
+    from agentworld.cluster import ENV_DEFAULTS
     from agentworld.recipes.config import ConfigError
 
+    for key, value in ENV_DEFAULTS.items():  # the driver's own defaults, as its workers'
+        os.environ.setdefault(key, value)
     stop_on_sigterm()
     try:
         return main(None) or 0

@@ -17,7 +17,7 @@ from typing import Any
 
 # Passed on to every worker: tracking stays offline unless the user says otherwise, and
 # tokenizers does not fork a thread pool per Ray worker.
-_ENV_DEFAULTS = {"WANDB_MODE": "offline", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
+ENV_DEFAULTS = {"WANDB_MODE": "offline", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
 
 
 def package_dir() -> str:
@@ -30,7 +30,7 @@ def package_dir() -> str:
 def runtime_env(env_vars: dict[str, str] | None = None) -> dict[str, Any]:
     """The job-level runtime env: the package as a py_module, and the variables above
     (the driver's own values win)."""
-    env = {k: os.environ.get(k, v) for k, v in _ENV_DEFAULTS.items()}
+    env = {k: os.environ.get(k, v) for k, v in ENV_DEFAULTS.items()}
     env.update(env_vars or {})
     return {"py_modules": [package_dir()], "env_vars": env}
 

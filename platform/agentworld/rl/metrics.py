@@ -70,6 +70,9 @@ def _wandb_run(out_url: str, config: Any) -> Any:
         id=run_id,
         resume="allow",
         dir=local,
+        # Explicit: a process that already ran wandb (the demo's cpt and sft) keeps the
+        # settings of its first run, and WANDB_MODE set later would not be read.
+        mode=os.environ.get("WANDB_MODE", "offline"),
         config=_jsonable(config),
         settings=wandb.Settings(console="off", silent=True),
     )
