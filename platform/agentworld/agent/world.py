@@ -51,8 +51,11 @@ class SimAnswer:
 class EngineWorld:
     """The world model on an in-process vLLM engine, with a batching thread."""
 
-    def __init__(self, llm: Any, cfg: SimConfig, *, keep_prompts: int = 64) -> None:
-        self.llm, self.cfg = llm, cfg
+    def __init__(
+        self, llm: Any, cfg: SimConfig, *, keep_prompts: int = 64, own: bool = False
+    ) -> None:
+        # ``own``: close() also shuts the engine down (start() made it here).
+        self.llm, self.cfg, self.own = llm, cfg, own
         self.tokenizer = llm.get_tokenizer()
         self.prompts: list[list[dict[str, str]]] = []
         """The first ``keep_prompts`` rendered prompts (the report keeps them)."""
@@ -76,7 +79,7 @@ class EngineWorld:
             tensor_parallel_size=cfg.tensor_parallel_size,
             seed=seed,
         )
-        return cls(llm, cfg)
+        return cls(llm, cfg, own=True)
 
     def render(self, req: SimRequest) -> list[dict[str, str]]:
         from agentworld.sim.prompt import step_messages, system_text
@@ -156,10 +159,8 @@ class EngineWorld:
     def close(self) -> None:
         self._queue.put(None)
         self._thread.join(timeout=10)
-        try:
+        if self.own:
             self.llm.llm_engine.engine_core.shutdown()
-        except Exception:  # noqa: BLE001 - the engine may be gone already
-            pass
 
 
 class ServeWorld:
