@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from agentworld.console import Progress
 from agentworld.evaluate.client import ChatClient, EndpointError
 from agentworld.evaluate.config import InferConfig
 from agentworld.evaluate.items import EvalItem
@@ -64,17 +65,25 @@ def run_infer(
     parts_url = join(out_url, "parts")
     done = read_parts(parts_url, **storage_options)
     todo = [i for i in items if i.key not in done]
+    finished = [len(items) - len(todo)]
+    progress = Progress("evaluate", len(items), "items", start=finished[0])
     with PartWriter(parts_url, flush_every=cfg.flush_every, **storage_options) as writer:
+
+        def emit(row: dict[str, Any]) -> None:
+            writer.add(row)
+            finished[0] += 1
+            progress.update(finished[0])
+
         if not todo:
             failures: list[dict[str, Any]] = []
         elif cfg.backend == "endpoint":
-            failures = asyncio.run(infer_endpoint(todo, cfg, writer.add))
+            failures = asyncio.run(infer_endpoint(todo, cfg, emit))
         else:
             if model_url is None:
                 raise ValueError("model_url: the vllm backend needs a checkpoint URL")
             from agentworld.evaluate.engine import infer_vllm
 
-            failures = infer_vllm(todo, cfg, model_url, writer.add)
+            failures = infer_vllm(todo, cfg, model_url, emit)
     rows = read_parts(parts_url, **storage_options)
     merge(rows, [i.key for i in items], join(out_url, "predictions.jsonl"), **storage_options)
     write_jsonl(join(out_url, "failed.jsonl"), failures, **storage_options)
