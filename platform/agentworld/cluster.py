@@ -35,6 +35,21 @@ def runtime_env(env_vars: dict[str, str] | None = None) -> dict[str, Any]:
     return {"py_modules": [package_dir()], "env_vars": env}
 
 
+def init_with_retry(*, attempts: int = 3, **kwargs: Any) -> None:
+    """``ray.init``, tried again when a new local node misses Ray's fixed 30 s start-up
+    window (the raylet registers late on a loaded machine; nothing else is wrong)."""
+    import ray
+
+    for attempt in range(1, attempts + 1):
+        try:
+            ray.init(**kwargs)
+            return
+        except Exception as e:
+            if "timed out during startup" not in str(e) or attempt == attempts:
+                raise
+            ray.shutdown()
+
+
 @contextlib.contextmanager
 def local_ray(
     *, num_cpus: int | None = None, env_vars: dict[str, str] | None = None, **init: Any
@@ -53,7 +68,7 @@ def local_ray(
         if num_cpus is not None:
             kwargs["num_cpus"] = num_cpus
     previous = signal.getsignal(signal.SIGTERM)
-    ray.init(**kwargs)
+    init_with_retry(**kwargs)
     # ray.init installs its own SIGTERM handler (it prints a stack and dies): give the
     # job's back, so that SIGTERM stays a resumable stop (agentworld.cli.run_job).
     if callable(previous) and threading.current_thread() is threading.main_thread():
