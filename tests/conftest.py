@@ -87,8 +87,10 @@ def ray_cluster():
     Serve and Train placement fit)."""
     import ray
 
+    from agentworld.cluster import init_with_retry
+
     if not ray.is_initialized():
-        ray.init(
+        init_with_retry(
             num_cpus=4,
             object_store_memory=2 * 1024**3,
             include_dashboard=False,
