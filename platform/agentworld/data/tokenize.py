@@ -4,8 +4,9 @@ over a HF tokenizer, no Ray).
 The chat messages are those of agentworld.schema.render (system = environment, user =
 action, assistant = observation), rendered by ``tokenizer.apply_chat_template``. Each
 message is header + content + trailer (``<|im_start|>assistant\\n`` ... ``<|im_end|>\\n``
-in ChatML); ``ChatLayout`` reads them off the template and checks, per trajectory, that
-the template renders exactly their concatenation. Headers, contents and trailers are
+in ChatML); ``ChatLayout`` reads them off the template and checks, once per tokenizer on
+a multi-turn probe conversation, that the template renders exactly their concatenation
+(a message-additive template such as ChatML). Headers, contents and trailers are
 encoded as separate segments, so token boundaries fall exactly where an observation
 starts: the tokens are apply_chat_template's except where whitespace at that boundary
 would merge, and there they match what the model sees at inference (the prompt ends
@@ -16,6 +17,10 @@ turns 1..k) with the loss on observation k and its closing marker only. Too long
 CPT document is cut into sequence-sized chunks (each its own document); an SFT sample
 drops its oldest turns, never the environment text, until it fits (``left``) or is
 dropped (``drop``), the reason counted.
+
+Cost: one batched encode without offsets per block, token ids assembled in numpy, each
+SFT mask allocated at its sample's length, and each message JSON-encoded once (a
+sample's message list is the join of its messages' JSON).
 """
 
 from __future__ import annotations
@@ -57,14 +62,26 @@ def _ids(tokenizer, text: str) -> list[int]:
     return tokenizer.backend_tokenizer.encode(text, add_special_tokens=False).ids
 
 
+# A conversation the template must render as the concatenation of its framed messages.
+_PROBE = [
+    {"role": "system", "content": "probe environment\nwith two lines"},
+    {"role": "user", "content": "ls -la"},
+    {"role": "assistant", "content": "total 0\n"},
+    {"role": "user", "content": "  cat  x "},
+    {"role": "assistant", "content": ""},
+    {"role": "user", "content": "exit"},
+    {"role": "assistant", "content": "bye"},
+]
+
+
 @dataclass(frozen=True)
 class ChatLayout:
     """Header and trailer text (and tokens) the template puts around each role's content."""
 
     header: dict[str, str]
     trailer: dict[str, str]
-    header_ids: dict[str, list[int]]
-    trailer_ids: dict[str, list[int]]
+    header_ids: dict[str, np.ndarray]
+    trailer_ids: dict[str, np.ndarray]
     target_trailer: int
     """Leading trailer tokens of an assistant message that are targets (the closing
     marker, without the whitespace after it)."""
@@ -82,13 +99,19 @@ class ChatLayout:
         trailer_ids = {r: _ids(tokenizer, t) for r, t in trailer.items()}
         if trailer_ids["assistant"][: len(closing_ids)] != closing_ids:
             raise TemplateError("the assistant closing marker does not encode on its own")
-        return cls(
+        layout = cls(
             header=header,
             trailer=trailer,
-            header_ids={r: _ids(tokenizer, h) for r, h in header.items()},
-            trailer_ids=trailer_ids,
+            header_ids={r: np.asarray(_ids(tokenizer, h), np.int32) for r, h in header.items()},
+            trailer_ids={r: np.asarray(t, np.int32) for r, t in trailer_ids.items()},
             target_trailer=len(closing_ids),
         )
+        if render(tokenizer, _PROBE) != "".join(layout.frame(m) for m in _PROBE):
+            raise TemplateError(
+                "the chat template renders messages differently in context; prepare "
+                "slices per message and needs a message-additive template such as ChatML"
+            )
+        return layout
 
     def frame(self, message: dict[str, str]) -> str:
         role = message["role"]
@@ -107,27 +130,29 @@ def trajectory_messages(traj: Trajectory) -> list[dict[str, str]]:
 @dataclass
 class Encoded:
     """One trajectory encoded once: its messages, ids (N,) int32, and per message the
-    token where it starts and where its content starts and ends."""
+    token where it starts and where its content starts and ends, and its JSON."""
 
     messages: list[dict[str, str]]
     ids: np.ndarray
     starts: list[int]  # message starts, plus N
     content: list[tuple[int, int]]
+    message_json: list[str]
+
+
+def _encode_contents(tokenizer, texts: list[str]):
+    backend = tokenizer.backend_tokenizer
+    if not texts:
+        return []
+    # Offsets are never used: the fast batch encode skips computing them.
+    encode = getattr(backend, "encode_batch_fast", backend.encode_batch)
+    return encode(texts, add_special_tokens=False)
 
 
 def encode_trajectories(tokenizer, layout: ChatLayout, trajs: list[Trajectory]) -> list[Encoded]:
     """Encode many trajectories with one batched call over all message contents."""
     all_messages = [trajectory_messages(t) for t in trajs]
-    for messages in all_messages:
-        if render(tokenizer, messages) != "".join(layout.frame(m) for m in messages):
-            raise TemplateError(
-                "the chat template renders messages differently in context; prepare "
-                "slices per message and needs a message-additive template such as ChatML"
-            )
     flat = [m["content"] for messages in all_messages for m in messages]
-    encoded = (
-        tokenizer.backend_tokenizer.encode_batch(flat, add_special_tokens=False) if flat else []
-    )
+    encoded = _encode_contents(tokenizer, flat)
     out, i = [], 0
     for messages in all_messages:
         out.append(_assemble(layout, messages, encoded[i : i + len(messages)]))
@@ -136,17 +161,19 @@ def encode_trajectories(tokenizer, layout: ChatLayout, trajs: list[Trajectory]) 
 
 
 def _assemble(layout: ChatLayout, messages: list[dict[str, str]], encodings) -> Encoded:
-    ids: list[int] = []
-    starts, content = [], []
-    for m, enc in zip(messages, encodings, strict=True):
-        starts.append(len(ids))
-        ids.extend(layout.header_ids[m["role"]])
-        begin = len(ids)
-        ids.extend(enc.ids)
-        content.append((begin, len(ids)))
-        ids.extend(layout.trailer_ids[m["role"]])
-    starts.append(len(ids))
-    return Encoded(messages, np.asarray(ids, dtype=np.int32), starts, content)
+    parts: list[np.ndarray] = []
+    lengths = np.empty(3 * len(messages), dtype=np.int64)  # header, content, trailer
+    for i, (m, enc) in enumerate(zip(messages, encodings, strict=True)):
+        header, trailer = layout.header_ids[m["role"]], layout.trailer_ids[m["role"]]
+        content = np.asarray(enc.ids, dtype=np.int32)
+        parts += (header, content, trailer)
+        lengths[3 * i : 3 * i + 3] = (header.size, content.size, trailer.size)
+    ends = np.cumsum(lengths)
+    starts = [0, *ends[2::3].tolist()]
+    content = list(zip(ends[0::3].tolist(), ends[1::3].tolist(), strict=True))
+    ids = np.concatenate(parts) if parts else np.empty(0, np.int32)
+    message_json = [json.dumps(m, ensure_ascii=False) for m in messages]
+    return Encoded(messages, ids, starts, content, message_json)
 
 
 def cpt_samples(e: Encoded, key: str, seq_len: int) -> list[Sample]:
@@ -174,18 +201,21 @@ def sft_sample(
         dropped += 1
         if dropped >= k:
             return "too_long_after_truncation"
-    mask = np.zeros(e.ids.size, dtype=np.int8)
+    head, tail = e.ids[:sys_end], e.ids[s[2 * dropped + 1] : end]
+    tokens = np.concatenate([head, tail])
+    mask = np.zeros(tokens.size, dtype=np.int8)  # at the sample's own length
     begin, stop = e.content[2 * k]
-    mask[begin : stop + layout.target_trailer] = 1
-    keep = np.r_[0:sys_end, s[2 * dropped + 1] : end]
-    predict = [e.messages[0], *e.messages[2 * dropped + 1 : 2 * k]]
+    shift = sys_end - s[2 * dropped + 1]  # trajectory position -> sample position
+    mask[begin + shift : stop + layout.target_trailer + shift] = 1
+    # json.dumps of the message list, from each message's JSON written once
+    predict = [e.message_json[0], *e.message_json[2 * dropped + 1 : 2 * k]]
     return Sample(
         "sft",
         f"{key}:s:{k:05d}",
-        e.ids[keep],
-        mask[keep],
+        tokens,
+        mask,
         turn_idx=k,
-        messages_json=json.dumps(predict, ensure_ascii=False),
+        messages_json="[" + ", ".join(predict) + "]",
         reference=e.messages[2 * k]["content"],
         truncated_turns=dropped,
     )
