@@ -154,13 +154,11 @@ def test_sandbox_blocks_every_address_but_the_applications(env):
 
 @pytest.fixture(scope="module")
 def web_records(workspace):
-    """Eight scripted episodes (seed 0), recorded the way a collect task records them."""
-    from agentworld.collect.chunk import run_chunk
-    from agentworld.collect.episode import plan_episodes
+    """Eight scripted episodes (seed 0), recorded in the module's workspace (its browser
+    already started) the way a collect task records them."""
+    from agentworld.collect.episode import plan_episodes, run_episode
 
-    result = run_chunk(plan_episodes(CONFIG), CONFIG)
-    assert not result.failed, result.failed
-    return [Trajectory.from_json(r) for r in result.records]
+    return [run_episode(spec, workspace) for spec in plan_episodes(CONFIG)]
 
 
 def test_scripted_episodes_are_real_and_deterministic(workspace, web_records):
@@ -229,10 +227,14 @@ def test_prepare_keeps_every_web_sample_at_the_demo_recipe(
     samples = pa.concat_tables(
         [read_parquet(s) for s in list_shards(join(out, "samples", "sft"))]
     ).to_pylist()
-    web = [s for s in samples if s["domain"] == "web"]
-    assert len(web) == sum(len(t.turns) for t in web_records)
-    assert [s for s in web if s["drop_reason"] is not None] == []
-    assert all(s["n_targets"] > 0 for s in web)
+    # Every turn of every web record is an SFT sample (none dropped as too long), whose
+    # target is that turn's real observation.
+    turns = {(t.id, k): x.observation for t in web_records for k, x in enumerate(t.turns, 1)}
+    web = {
+        (s["trajectory_id"], s["turn_idx"]): s["reference"] for s in samples if s["domain"] == "web"
+    }
+    assert web == turns
+    assert report.get("sft_drop_rates", {}).get("web", {}).get("dropped", 0) == 0
 
 
 def test_without_a_browser_web_fails_clearly_and_other_domains_record(monkeypatch, tmp_path):
