@@ -87,12 +87,20 @@ class DataConfig:
     eval_fraction: float = 0.05
     """Share of trajectories held out, chosen by a stable hash of the trajectory id."""
     min_eval_trajectories: int = 1
-    """At least this many trajectories are held out (the smallest hashes), so that small
-    corpora still get an eval split."""
+    """At least this many trajectories of every domain are held out (the domain's
+    smallest hashes), so that each domain is evaluated even in small corpora; a domain
+    with no more kept trajectories than this keeps one for training."""
     sft_truncation: Literal["left", "drop"] = "left"
     """SFT samples longer than the sequence: ``left`` drops the oldest turns and keeps
     the environment text (dropping the sample when even that does not fit); ``drop``
     drops the sample. Either way the reason is counted in the report."""
+    max_domain_drop_share: float = 0.2
+    """Prepare fails, naming the domain, when a domain loses more than this share of its
+    SFT samples (too long for the recipe's sequence even after truncation): a model
+    that never trains on a domain would be served for it all the same. 1 disables."""
+    drop_guard_min_samples: int = 10
+    """Domains with fewer SFT samples than this are reported but not held to
+    max_domain_drop_share: a share of a handful of samples says little."""
     cpt_split_min: int = 32
     """A CPT document that fits no packed row may be cut to fill the row with the most
     free space when at least this many tokens fit there (each piece its own document);
@@ -123,10 +131,15 @@ class DataConfig:
             pack_window=self.pack_window,
             rows_per_shard=self.rows_per_shard,
             tokenizer_train_docs=self.tokenizer_train_docs,
+            drop_guard_min_samples=self.drop_guard_min_samples,
         )
         _check_fraction("near_dup_threshold", self.near_dup_threshold, low_open=True)
         _check_fraction("decontam_threshold", self.decontam_threshold, low_open=True)
         _check_fraction("eval_fraction", self.eval_fraction)
+        if not 0 <= self.max_domain_drop_share <= 1:
+            raise _error(
+                "max_domain_drop_share", f"must be in [0, 1], got {self.max_domain_drop_share}"
+            )
         _check_fraction("lsh_recall_weight", self.lsh_recall_weight)
         if self.cpt_split_min < 0:
             raise _error("cpt_split_min", f"must be >= 0, got {self.cpt_split_min}")

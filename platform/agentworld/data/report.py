@@ -100,6 +100,23 @@ def token_tables(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def sft_drop_rates(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per domain, over both splits: SFT samples, those dropped (by reason) and the
+    dropped share, from the tokenize stage's grouped rows."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        if r["kind"] != "sft":
+            continue
+        e = out.setdefault(r["domain"], {"samples": 0, "dropped": 0, "reasons": {}})
+        e["samples"] += r["n"]
+        if r["drop_reason"] is not None:
+            e["dropped"] += r["n"]
+            e["reasons"][r["drop_reason"]] = e["reasons"].get(r["drop_reason"], 0) + r["n"]
+    for e in out.values():
+        e["share"] = e["dropped"] / e["samples"] if e["samples"] else 0.0
+    return dict(sorted(out.items()))
+
+
 def _token_entry(nested: bool = False) -> dict[str, Any]:
     e: dict[str, Any] = {
         "documents": 0,
@@ -143,6 +160,13 @@ def format_table(report: dict[str, Any]) -> str:
     t = report["totals"]
     n_cpt, n_sft = sum(s["tokens"] for s in cpt), sum(s["target_tokens"] for s in sft)
     lines.append(_line("TOTAL", [t[x] for x in cols], n_cpt, n_sft))
+    drops = report.get("sft_drop_rates", {})
+    if drops:
+        lines.append("SFT samples dropped as too long, per domain:")
+        lines += [
+            f"{d:>28} {e['dropped']:>9} of {e['samples']:<9} ({100 * e['share']:.1f}%)"
+            for d, e in drops.items()
+        ]
     return "\n".join(lines)
 
 

@@ -82,11 +82,11 @@ def tokenize_block(
     storage_options: dict[str, Any],
     seq_len: int,
     truncation: str,
-    eval_threshold: float,
+    eval_threshold: float | dict[str, float],
     custom_domains: tuple[str, ...] = (),
 ) -> pa.Table:
     """SAMPLE_SCHEMA rows for a block of kept records (dropped samples carry a reason
-    and no tokens)."""
+    and no tokens). ``eval_threshold``: one split-hash threshold, or one per domain."""
     from agentworld.schema import register_domain
 
     for name in custom_domains:  # records are validated again when parsed here
@@ -101,13 +101,19 @@ def tokenize_block(
     for traj, e, uid, h in zip(trajs, encoded, uids, split_hash, strict=True):
         meta = {
             "key": f"{uid & (2**64 - 1):016x}",
-            "split": "eval" if h < eval_threshold else "train",
+            "split": "eval" if h < _threshold(eval_threshold, traj.domain) else "train",
             "trajectory_id": traj.id,
             "domain": traj.domain,
             "source": traj.source,
         }
         rows.extend(_rows_for(traj, e, layout, meta, seq_len, truncation))
     return _table(rows)
+
+
+def _threshold(eval_threshold: float | dict[str, float], domain: str) -> float:
+    if isinstance(eval_threshold, dict):
+        return eval_threshold.get(domain, 0.0)
+    return eval_threshold
 
 
 def _table(rows: list[dict]) -> pa.Table:

@@ -98,15 +98,42 @@ def run_dedup(job: PrepareJob, run: RunDir, state: State, progress: Progress) ->
     return {**stats.__dict__, "clustered": labels.table.num_rows, "bands": bands, "rows": rows}
 
 
-def _eval_threshold(ds, cfg) -> float:
-    """eval_fraction, raised so that at least min_eval_trajectories are held out."""
+def _extremes(block: pa.Table, *, k: int) -> pa.Table:
+    """Per domain of a block: its k smallest split hashes and its largest one."""
+    domains = block.column("domain").to_pylist()
+    hashes = block.column("split_hash").to_numpy(zero_copy_only=False)
+    rows: dict[str, list[float]] = {}
+    for d in set(domains):
+        h = np.sort(hashes[np.asarray(domains) == d])
+        # Each hash once: the merged list's k smallest must be the domain's.
+        rows[d] = h.tolist() if h.size <= k + 1 else [*h[:k].tolist(), float(h[-1])]
+    out = [(d, v) for d, vs in rows.items() for v in vs]
+    return pa.table({"domain": [d for d, _ in out], "split_hash": [v for _, v in out]})
+
+
+def _eval_thresholds(ds, cfg, kept_by_domain: dict[str, int]) -> dict[str, float]:
+    """Per domain, the split-hash threshold below which a trajectory is held out:
+    eval_fraction, raised so that the domain's min_eval_trajectories smallest hashes are
+    held out (stratified: every domain is evaluated, however small its share), capped
+    so that the domain's largest hash trains (a domain with a single kept trajectory
+    trains on it)."""
     k = cfg.min_eval_trajectories
-    if k == 0:
-        return cfg.eval_fraction
-    smallest = ds.select_columns(["split_hash"]).sort("split_hash").take(k)
-    if len(smallest) < k:  # fewer kept records than the minimum: hold out none of them
-        return cfg.eval_fraction
-    return max(cfg.eval_fraction, float(np.nextafter(smallest[-1]["split_hash"], 1.0)))
+    if not kept_by_domain:
+        return {}
+    cols = ds.select_columns(["domain", "split_hash"])
+    parts = cols.map_batches(_extremes, batch_format="pyarrow", fn_kwargs={"k": k}).take_all()
+    hashes: dict[str, list[float]] = {}
+    for r in parts:
+        hashes.setdefault(r["domain"], []).append(r["split_hash"])
+    out = {}
+    for domain, n in kept_by_domain.items():
+        h = sorted(hashes.get(domain, [1.0]))
+        threshold = cfg.eval_fraction
+        hold = min(k, n - 1)
+        if hold > 0:
+            threshold = max(threshold, float(np.nextafter(h[hold - 1], 1.0)))
+        out[domain] = min(threshold, h[-1]) if n > 1 else min(threshold, h[0])
+    return dict(sorted(out.items()))
 
 
 def run_count(job: PrepareJob, run: RunDir, state: State, progress: Progress) -> dict:
@@ -118,9 +145,10 @@ def run_count(job: PrepareJob, run: RunDir, state: State, progress: Progress) ->
         raise RuntimeError(
             f"counts are not conserved: {tables['totals']} vs {state['ingest']['rows']} read"
         )
-    threshold = _eval_threshold(kept(run, state), job.data)
+    kept_by_domain = {d: c["kept"] for d, c in tables["by_domain"].items() if c["kept"]}
+    thresholds = _eval_thresholds(kept(run, state), job.data, kept_by_domain)
     progress("count", " ".join(f"{k}={v}" for k, v in tables["totals"].items()))
-    return {"states": rows, "eval_threshold": threshold}
+    return {"states": rows, "eval_threshold": thresholds}
 
 
 def run_audit(job: PrepareJob, run: RunDir, state: State, progress: Progress) -> dict:
@@ -143,18 +171,21 @@ def run_audit(job: PrepareJob, run: RunDir, state: State, progress: Progress) ->
 def _texts(block: pa.Table) -> pa.Table:
     import json
 
+    from agentworld.schema.compact import compact_environment
+
     out = []
     for record in block.column("record").to_pylist():
         r = json.loads(record)
-        out.append(r["environment"])
+        out.append(compact_environment(r["environment"]))  # the text the model sees
         out.extend(x for t in r["turns"] for x in (t["action"], t["observation"]))
     return pa.table({"text": out})
 
 
-def _training_sample(block: pa.Table, *, threshold: float, fraction: float) -> pa.Table:
+def _training_sample(block: pa.Table, *, thresholds: dict[str, float], fraction: float) -> pa.Table:
     from agentworld.data.text import unit_hash
 
-    train = pc.greater_equal(block.column("split_hash"), threshold).to_numpy(zero_copy_only=False)
+    cut = np.array([thresholds.get(d, 0.0) for d in block.column("domain").to_pylist()])
+    train = block.column("split_hash").to_numpy(zero_copy_only=False) >= cut
     picked = np.array(
         [unit_hash("tokenizer:" + t) < fraction for t in block.column("trajectory_id").to_pylist()],
         dtype=bool,
@@ -170,7 +201,7 @@ def _tokenizer_texts(run: RunDir, state: State, cfg) -> list[str]:
     sample = kept(run, state).map_batches(
         _training_sample,
         batch_format="pyarrow",
-        fn_kwargs={"threshold": state["count"]["eval_threshold"], "fraction": fraction},
+        fn_kwargs={"thresholds": state["count"]["eval_threshold"], "fraction": fraction},
     )
     batches = sample.sort("uid").map_batches(_texts, batch_format="pyarrow")
     return [
@@ -223,7 +254,43 @@ def run_tokenize(job: PrepareJob, run: RunDir, state: State, progress: Progress)
     )
     n_docs = sum(r["n"] for r in rows if r["drop_reason"] is None)
     progress("tokenize", f"{n_docs} documents, {sum(r['n_tokens'] for r in rows)} tokens")
+    check_drop_rates(
+        rows,
+        job.data.max_domain_drop_share,
+        job.recipe.train.seq_len,
+        min_samples=job.data.drop_guard_min_samples,
+    )
     return {"rows": rows}
+
+
+class DomainDropError(RuntimeError):
+    """A domain lost more of its SFT samples than data.max_domain_drop_share allows."""
+
+
+def check_drop_rates(
+    rows: list[dict], max_share: float, seq_len: int, *, min_samples: int = 1
+) -> None:
+    """Raise DomainDropError naming every domain (of at least min_samples SFT samples)
+    whose dropped share exceeds max_share."""
+    from agentworld.data.report import sft_drop_rates
+
+    bad = {
+        d: e
+        for d, e in sft_drop_rates(rows).items()
+        if e["share"] > max_share and e["samples"] >= min_samples
+    }
+    if not bad:
+        return
+    lines = [
+        f"domain {d!r} lost {e['dropped']} of {e['samples']} SFT samples "
+        f"({100 * e['share']:.0f}%: {', '.join(f'{k} {v}' for k, v in e['reasons'].items())})"
+        for d, e in bad.items()
+    ]
+    raise DomainDropError(
+        "; ".join(lines) + f", more than data.max_domain_drop_share {max_share} allows at "
+        f"train.seq_len {seq_len}: use a recipe with a longer sequence, shorten that "
+        "domain's environments or observations, or raise data.max_domain_drop_share"
+    )
 
 
 def run_pack(job: PrepareJob, run: RunDir, state: State, progress: Progress) -> dict:
@@ -282,13 +349,20 @@ def finish(job: PrepareJob, run: RunDir, state: State, progress: Progress) -> di
     """report.json, the printed table, manifest.json."""
     import json
 
-    from agentworld.data.report import format_table, packing_tables, state_tables, token_tables
+    from agentworld.data.report import (
+        format_table,
+        packing_tables,
+        sft_drop_rates,
+        state_tables,
+        token_tables,
+    )
     from agentworld.io import write_bytes, write_manifest
 
     seq_len = job.recipe.train.seq_len
     report = state_tables(state["count"]["states"])
     report["dedup"] = state["dedup"]
     report["tokens"] = token_tables(state["tokenize"]["rows"])
+    report["sft_drop_rates"] = sft_drop_rates(state["tokenize"]["rows"])
     report["packing"] = (
         packing_tables(pa.Table.from_pylist(state["pack"]["shards"]), seq_len)
         if state["pack"]["shards"]

@@ -10,8 +10,11 @@ from agentworld.recipes.config import ClusterConfig, ConfigError, ModelConfig, R
 
 def debug_cpu() -> Recipe:
     """The tiny MoE (0.4M parameters, 4 experts, top-2) on 2 CPU workers, its experts
-    split between them (expert parallel size 2): tests, the demo."""
-    return Recipe(name="debug_cpu", train=TrainConfig(expert_parallel_size=2))
+    split between them (expert parallel size 2): tests, the demo. Sequences of 1024
+    tokens: the longest environment the collectors record (mcp-server-git's twelve
+    tools, about 460 tokens once compacted) leaves room for a turn and its history; at
+    512 prepare dropped every MCP sample."""
+    return Recipe(name="debug_cpu", train=TrainConfig(expert_parallel_size=2, seq_len=1024))
 
 
 def small_cpu() -> Recipe:

@@ -4,10 +4,15 @@
 system = the environment text; for each earlier turn, a user message with the action
 and an assistant message with the observation; then the current action as a user
 message. The answer is the observation of turn k.
+
+The environment text goes through ``compact_environment`` (JSON tool definitions as
+one signature line each) here and only here, so that every stage that renders a prompt
+(prepare, evaluate, RL, serve) gives the model the same text.
 """
 
 from __future__ import annotations
 
+from agentworld.schema.compact import compact_environment
 from agentworld.schema.errors import InvalidValueError
 from agentworld.schema.record import Trajectory
 
@@ -16,7 +21,7 @@ Message = dict[str, str]
 
 def render_messages(environment: str, history: list[tuple[str, str]], action: str) -> list[Message]:
     """Messages for predicting the observation that follows ``action``."""
-    messages: list[Message] = [{"role": "system", "content": environment}]
+    messages: list[Message] = [{"role": "system", "content": compact_environment(environment)}]
     for past_action, past_observation in history:
         messages.append({"role": "user", "content": past_action})
         messages.append({"role": "assistant", "content": past_observation})
