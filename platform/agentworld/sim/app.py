@@ -12,6 +12,32 @@ from agentworld.sim.config import ServeConfig
 
 INGRESS_NAME = "SimIngress"
 
+
+def _body(model: str) -> dict[str, Any]:
+    """The route's request body in its OpenAPI schema: the simulator reads raw bodies
+    (to name the bad field itself), so FastAPI would otherwise publish none."""
+    from agentworld.sim import protocol
+
+    schema = _inline(getattr(protocol, model).model_json_schema())
+    content = {"application/json": {"schema": schema}}
+    return {"openapi_extra": {"requestBody": {"required": True, "content": content}}}
+
+
+def _inline(schema: dict[str, Any]) -> dict[str, Any]:
+    """Pydantic's schema with its local ``$defs`` references resolved in place."""
+    defs = schema.pop("$defs", {})
+
+    def resolve(node: Any) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref", "")
+            if ref.startswith("#/$defs/"):
+                return resolve(defs[ref.removeprefix("#/$defs/")])
+            return {k: resolve(v) for k, v in node.items()}
+        return [resolve(v) for v in node] if isinstance(node, list) else node
+
+    return resolve(schema)
+
+
 # Route of each ingress method. The OpenAI ones are the routes Ray Serve LLM's own
 # router serves; the rest is the simulator API.
 ROUTES: dict[str, tuple[str, str, dict[str, Any]]] = {
@@ -20,12 +46,12 @@ ROUTES: dict[str, tuple[str, str, dict[str, Any]]] = {
     "chat": ("post", "/v1/chat/completions", {}),
     "completions": ("post", "/v1/completions", {}),
     "health": ("get", "/healthz", {}),
-    "create_session": ("post", "/v1/sessions", {"status_code": 201}),
+    "create_session": ("post", "/v1/sessions", {"status_code": 201, **_body("CreateSession")}),
     "list_sessions": ("get", "/v1/sessions", {}),
     "get_session": ("get", "/v1/sessions/{session_id}", {}),
     "delete_session": ("delete", "/v1/sessions/{session_id}", {}),
-    "step_session": ("post", "/v1/sessions/{session_id}/step", {}),
-    "simulate": ("post", "/v1/simulate", {}),
+    "step_session": ("post", "/v1/sessions/{session_id}/step", _body("StepRequest")),
+    "simulate": ("post", "/v1/simulate", _body("SimulateRequest")),
 }
 
 
@@ -75,12 +101,16 @@ def _fastapi_app(cfg: ServeConfig):
     # Ray Serve LLM's own FastAPI app (its error handling and HTTP metrics for the
     # OpenAI routes), with the simulator's error bodies and the Guard in front.
     from ray.llm._internal.serve.core.ingress.ingress import init
+    from starlette.exceptions import HTTPException
 
     from agentworld.sim.errors import SimError
     from agentworld.sim.guard import Guard
 
     app = init()
     app.add_exception_handler(SimError, _error_response)
+    # Routing's own refusals (no such path, method not allowed) in the same JSON shape
+    # as every other error, not FastAPI's {"detail": ...}.
+    app.add_exception_handler(HTTPException, _http_error_response)
     app.add_middleware(Guard, auth=cfg.auth, max_request_bytes=cfg.limits.max_request_bytes)
     return app
 
@@ -92,3 +122,10 @@ async def _error_response(request, error):
     if error.retry_after_s is not None:
         headers["Retry-After"] = str(max(1, round(error.retry_after_s)))
     return JSONResponse(error.body(), status_code=error.status, headers=headers)
+
+
+async def _http_error_response(request, error):
+    from agentworld.sim.errors import SimError
+
+    code = {404: "not_found", 405: "method_not_allowed"}.get(error.status_code, "bad_request")
+    return await _error_response(request, SimError(error.status_code, code, str(error.detail)))

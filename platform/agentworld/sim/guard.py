@@ -5,6 +5,7 @@ and each request is counted in Prometheus metrics (through ``ray.serve.metrics``
 from __future__ import annotations
 
 import json
+import logging
 import re
 import time
 from typing import Any
@@ -18,6 +19,7 @@ _ROUTES = (
     (re.compile(r"^/v1/models/.+$"), "/v1/models/{model}"),
 )
 _LATENCY_BOUNDARIES = [0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0]
+log = logging.getLogger(__name__)
 
 
 class Guard:
@@ -29,6 +31,8 @@ class Guard:
         self.max_request_bytes = max_request_bytes
         self._ring = None
         self._metrics = None
+        self.metric_errors = 0
+        """Requests whose metrics could not be recorded (the first one is logged)."""
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http" or not scope["path"].startswith("/v1/"):
@@ -96,8 +100,12 @@ class Guard:
             route = route_label(path)
             requests.inc(tags={"route": route, "team": team, "status": str(code)})
             latency.observe(seconds, tags={"route": route})
-        except Exception:  # noqa: BLE001 - metrics must never fail a request
-            pass
+        except Exception:  # noqa: BLE001 - metrics must never fail a request...
+            # ...but a broken metrics pipeline must not pass unseen: count every miss,
+            # log the first with its traceback (not each request: that would flood).
+            self.metric_errors += 1
+            if self.metric_errors == 1:
+                log.warning("request metrics are not recorded", exc_info=True)
 
 
 def route_label(path: str) -> str:
