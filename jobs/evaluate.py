@@ -32,7 +32,7 @@ HELP = {
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    from agentworld.evaluate.cli import add_judge_options, add_model_options
+    from agentworld.evaluate.cli import add_baseline_options, add_judge_options, add_model_options
 
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -52,6 +52,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         add_model_options(s)
         if name == "fidelity":
             add_judge_options(s, required=False)
+            add_baseline_options(s)
         s.add_argument("--name", help="label of the model in tables and charts")
     s = sub.add_parser("judge", help="judge the run's predictions")
     s.add_argument("--out", type=url, required=True)
@@ -60,6 +61,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     s.add_argument("--out", type=url, required=True)
     s.add_argument("--name", help="label of the model (default: from the infer manifest)")
     s.add_argument("--metric", help="chart metric: rule.<name> or judge.<name>")
+    add_baseline_options(s)
     s = sub.add_parser("compare", help="one table and chart over several runs")
     s.add_argument(
         "--summaries", type=url, nargs="+", required=True, help="score/summary.json URLs"
@@ -100,7 +102,11 @@ def main(argv: list[str] | None = None) -> int:
             f"Sim-vs-real fidelity: {cli.model_name(args)}" if args.command == "fidelity" else None
         )
         m = stages.score_stage(
-            args.out, model=_label(args), metric=getattr(args, "metric", None), title=title
+            args.out,
+            model=_label(args),
+            metric=getattr(args, "metric", None),
+            title=title,
+            baseline_train=cli.baseline_train(args),
         )
         _report("score", m)
         print(stages.read_table(args.out))

@@ -105,3 +105,22 @@ def test_score_job_puts_baselines_beside_the_model(tmp_path):
     assert rows.count("\n") == 3
     table = (tmp_path / "run" / "score" / "table.md").read_text()
     assert "### Against baselines" in table and "vs retrieval" in table
+
+
+def test_retrieval_needs_a_training_split_or_the_flag(tmp_path):
+    """Input without a training split (AgentWorldBench rows): copy only, unless
+    --baseline-train names the training data."""
+    samples = str(tmp_path / "samples")
+    write_parquet(join(samples, "part-00000.parquet"), pa.Table.from_pylist(SAMPLES))
+    run = str(tmp_path / "run")
+    _infer_run(run, samples, {"t-eval#1": "x", "t-eval#2": "y", "m-eval#1": "z"})
+    manifest = json.loads((tmp_path / "run" / "infer" / "manifest.json").read_text())
+    manifest["inputs"]["format"] = manifest["counts"]["input_format"] = "awb"
+    (tmp_path / "run" / "infer" / "manifest.json").write_text(json.dumps(manifest))
+    job = load_job()
+    assert job.main(["score", "--out", run]) == 0
+    summary = json.loads((tmp_path / "run" / "score" / "summary.json").read_text())
+    assert list(summary["baselines"]) == ["copy_previous"]
+    assert job.main(["score", "--out", run, "--baseline-train", samples]) == 0
+    summary = json.loads((tmp_path / "run" / "score" / "summary.json").read_text())
+    assert summary["baselines"]["retrieval"]["terminal"]["rule"]["exact_match"] == 50.0

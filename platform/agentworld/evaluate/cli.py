@@ -96,3 +96,17 @@ def model_name(args: argparse.Namespace) -> str:
     from urllib.parse import urlparse
 
     return urlparse(args.endpoint).netloc if getattr(args, "endpoint", None) else "model"
+
+
+def add_baseline_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--baseline-train",
+        help="training data the retrieval baseline retrieves from (prepare's samples/sft, "
+        "record shards or AgentWorldBench rows); default: the input's training split, "
+        "when the input is prepare's samples",
+    )
+
+
+def baseline_train(args: argparse.Namespace) -> tuple[str, str] | None:
+    given = getattr(args, "baseline_train", None)
+    return (given, "auto") if given else None

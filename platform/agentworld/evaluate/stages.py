@@ -155,8 +155,8 @@ def _baselines(
         return {}  # rows without their context (written by hand, not by infer)
     retrieval = None
     if train is not None:
-        split = "train" if train[1] == "samples" else None
-        examples = load_items(train[0], fmt=train[1], split=split, **so).items
+        # split applies to prepare's samples only: their eval rows are the questions.
+        examples = load_items(train[0], fmt=train[1], split="train", **so).items
         retrieval = Retrieval((i.messages, i.reference) for i in examples)
     rows = baseline_rows(predictions, retrieval)
     for name, got in rows.items():
