@@ -7,7 +7,6 @@ from __future__ import annotations
 import random
 import re
 import socket
-import threading
 
 import pytest
 
@@ -16,7 +15,7 @@ from agentworld.collect.env import Task, Workspace
 from agentworld.collect.playbooks import scripted
 from agentworld.collect.playbooks.web import elements, find
 from agentworld.collect.web import sites
-from agentworld.collect.web.env import DATASETTE_URL, HELPDESK_URL, web_action
+from agentworld.collect.web.env import DATASETTE_URL, HELPDESK_URL, TCP_PORTS, web_action
 from agentworld.schema import Trajectory
 
 CONFIG = CollectConfig(domains=("web",), episodes=8, episodes_per_task=8, seed=0)
@@ -121,33 +120,29 @@ def test_failed_actions_observe_the_real_error(env):
 
 
 def test_sandbox_blocks_every_address_but_the_applications(env):
-    """Another loopback port inside the sandbox (Landlock refuses it), the host's own
-    loopback (another network namespace: never reached), a documentation-only address
-    (no route out of the namespace): all fail in the browser, before leaving it."""
+    """Another loopback port inside the sandbox (Landlock refuses it); the host's own
+    loopback on the helpdesk's port, which Landlock allows but this Datasette episode
+    does not serve (another network namespace: the host listener is never reached); a
+    documentation-only address (no route out of the namespace): all fail in the
+    browser, before anything leaves it."""
     host = socket.socket()
-    host.bind(("127.0.0.1", 0))
+    host.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    host.bind(("127.0.0.1", TCP_PORTS[1]))  # the helpdesk's port, unused by this episode
     host.listen()
-    host.settimeout(0.2)
+    host.settimeout(0.5)
     reached: list[object] = []
-
-    def accept() -> None:
-        try:
-            reached.append(host.accept())
-        except OSError:
-            pass
-
-    thread = threading.Thread(target=accept)
-    thread.start()
     env.reset(_task(_shop()))
     ok = env.step(web_action("goto", url=f"{DATASETTE_URL}/"))
     assert not ok.metadata.get("is_error")
     other_port = env.step(web_action("goto", url="http://127.0.0.1:8003/"))
     assert other_port.observation.startswith("Error: Page.goto: net::ERR_NETWORK_ACCESS_DENIED")
-    port = host.getsockname()[1]
-    for url in (f"http://127.0.0.1:{port}/", "http://192.0.2.1:8001/"):
+    for url in (HELPDESK_URL + "/", "http://192.0.2.1:8001/"):
         turn = env.step(web_action("goto", url=url))
         assert turn.observation.startswith("Error: Page.goto: net::ERR_"), turn.observation[:200]
-    thread.join()
+    try:
+        reached.append(host.accept())
+    except OSError:
+        pass
     host.close()
     assert reached == []
 
