@@ -21,7 +21,6 @@ Run:  python jobs/demo.py --out runs/demo          (or `make demo`)
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib.util
 import os
 import sys
@@ -93,15 +92,13 @@ def main(argv: list[str] | None = None) -> int:
     from agentworld.pipeline import run_pipeline
     from agentworld.report import build_report
 
-    stages = plan(args)
-    with contextlib.ExitStack() as cluster:
-        rc = run_pipeline(
-            stages,
-            run_url=args.out,
-            logs_dir=os.path.join(args.out, "logs"),
-            load_main=load_main,
-            start_cluster=lambda: cluster.enter_context(local_ray(num_cpus=args.num_cpus)),
-        )
+    rc = run_pipeline(
+        plan(args),
+        run_url=args.out,
+        logs_dir=os.path.join(args.out, "logs"),
+        load_main=load_main,
+        cluster=lambda: local_ray(num_cpus=args.num_cpus),
+    )
     report = build_report(args.out)
     say(f"[demo] report: {report}/index.html (and report.md)")
     return rc

@@ -82,15 +82,18 @@ def _fmt(v: Any) -> str:
 @contextlib.contextmanager
 def captured(log_path: str) -> Iterator[str]:
     """Send this process's stdout and stderr to ``log_path`` (appended) for the block;
-    :func:`say` keeps writing to the terminal. Yields the log path."""
+    :func:`say` keeps writing to the terminal. Blocks nest: an inner one switches the
+    output to its own file and gives it back to the outer one's at the end. Yields the
+    log path."""
     global _sink
     os.makedirs(os.path.dirname(os.path.abspath(log_path)), exist_ok=True)
     sys.stdout.flush()
     sys.stderr.flush()
     log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     saved = os.dup(1), os.dup(2)
-    previous = _sink
-    _sink = os.fdopen(os.dup(saved[0]), "w", buffering=1)
+    outermost = _sink is None
+    if outermost:
+        _sink = os.fdopen(os.dup(saved[0]), "w", buffering=1)
     os.dup2(log_fd, 1)
     os.dup2(log_fd, 2)
     try:
@@ -102,5 +105,6 @@ def captured(log_path: str) -> Iterator[str]:
         os.dup2(saved[1], 2)
         for fd in (*saved, log_fd):
             os.close(fd)
-        _sink.close()
-        _sink = previous
+        if outermost:
+            _sink.close()
+            _sink = None

@@ -9,6 +9,7 @@ resumes. Timings go to ``<run>/pipeline.json`` (the report reads them).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -45,46 +46,62 @@ def run_pipeline(
     run_url: str,
     logs_dir: str,
     load_main: Callable[[str], JobMain],
-    start_cluster: Callable[[], None],
+    cluster: Callable[[], contextlib.AbstractContextManager],
 ) -> int:
-    """Run every stage that is not done; 0 when all are done, else the failing exit code."""
+    """Run every stage that is not done; 0 when all are done, else the failing exit code.
+    ``cluster`` is entered before the first stage that runs (none when all are done) and
+    left at the end. Output between stages (Ray's shutdown, log lines that arrive late)
+    goes to ``<logs>/pipeline.log``."""
+    with captured(os.path.join(logs_dir, "pipeline.log")), contextlib.ExitStack() as stack:
+        t0, started = time.time(), False
+        for stage in stages:
+            if is_complete(stage.done_url):
+                say(f"[pipeline] {stage.name}: complete in {stage.done_url}, skipped")
+                continue
+            if not started:
+                stack.enter_context(cluster())
+                started = True
+            rc = _run_stage(stage, run_url, logs_dir, load_main)
+            if rc:
+                return rc
+        say(f"[pipeline] all stages complete in {duration(time.time() - t0)} -> {run_url}")
+        return 0
+
+
+def _run_stage(stage: Stage, run_url: str, logs_dir: str, load_main) -> int:
     timings = _read_timings(run_url)
-    started = False
-    t0 = time.time()
-    for stage in stages:
-        if is_complete(stage.done_url):
-            say(f"[pipeline] {stage.name}: complete in {stage.done_url}, skipped")
-            continue
-        log = os.path.join(logs_dir, f"{stage.name}.log")
-        say(f"[pipeline] {stage.name} started: {stage.command()}  (log: {log})")
-        t = time.time()
-        rc, reason = 1, ""
-        with captured(log):
-            print(f"== {stage.command()}", flush=True)
-            try:
-                if not started:
-                    start_cluster()
-                    started = True
-                rc = load_main(stage.name)(list(stage.argv)) or 0
-                reason = f"exit code {rc}"
-            except KeyboardInterrupt:
-                traceback.print_exc()
-                _record(timings, run_url, stage.name, time.time() - t, "stopped")
-                say(f"[pipeline] stopped during {stage.name}; rerun the same command to resume")
-                return 130
-            except (Exception, SystemExit) as e:  # the stage failed: say why in one line
-                traceback.print_exc()
-                rc, reason = (e.code if isinstance(e, SystemExit) else 1) or 1, one_line(e)
-        seconds = time.time() - t
-        if rc:
-            _record(timings, run_url, stage.name, seconds, "failed")
-            say(f"[pipeline] {stage.name} FAILED after {duration(seconds)}: {reason}")
-            say(f"[pipeline] see {log}; earlier outputs are kept and a rerun resumes")
-            return int(rc) if isinstance(rc, int) else 1
-        _record(timings, run_url, stage.name, seconds, "done")
-        say(f"[pipeline] {stage.name} done in {duration(seconds)}")
-    say(f"[pipeline] all stages complete in {duration(time.time() - t0)} -> {run_url}")
+    log = os.path.join(logs_dir, f"{stage.name}.log")
+    say(f"[pipeline] {stage.name} started: {stage.command()}  (log: {log})")
+    t = time.time()
+    rc, reason = 1, ""
+    with captured(log):
+        print(f"== {stage.command()}", flush=True)
+        try:
+            rc = load_main(stage.name)(list(stage.argv)) or 0
+            reason = f"exit code {rc}"
+        except KeyboardInterrupt:
+            traceback.print_exc()
+            _record(timings, run_url, stage.name, time.time() - t, "stopped")
+            say(f"[pipeline] stopped during {stage.name}; rerun the same command to resume")
+            return 130
+        except (Exception, SystemExit) as e:  # the stage failed: say why in one line
+            traceback.print_exc()
+            rc, reason = (e.code if isinstance(e, SystemExit) else 1) or 1, one_line(e)
+        time.sleep(LATE_LOGS_S)
+    seconds = time.time() - t
+    if rc:
+        _record(timings, run_url, stage.name, seconds, "failed")
+        say(f"[pipeline] {stage.name} FAILED after {duration(seconds)}: {reason}")
+        say(f"[pipeline] see {log}; earlier outputs are kept and a rerun resumes")
+        return int(rc) if isinstance(rc, int) else 1
+    _record(timings, run_url, stage.name, seconds, "done")
+    say(f"[pipeline] {stage.name} done in {duration(seconds)}")
     return 0
+
+
+LATE_LOGS_S = 2.0
+"""Ray forwards workers' output to the driver a moment late: wait this long before a
+stage's log is closed, so that its last lines land in it."""
 
 
 def one_line(e: BaseException) -> str:
