@@ -207,3 +207,31 @@ def test_injection_probes_run_and_are_counted(world, sim_tasks):
     assert report["leaks"] == len(recounted) == sum(bool(r["leaked"]) for r in report["records"])
     assert report["leak_rate"] == report["leaks"] / report["probes"]
     assert sum(f["probes"] for f in report["by_family"].values()) == expected
+
+
+def test_loss_mask_covers_the_agent_tokens_only(tiny_checkpoint):
+    from agentworld.agent.demos import conversation_transcript, transcripts_batch
+    from agentworld.agent.policy import Renderer, agent_system
+    from agentworld.model import load_tokenizer
+
+    tok = load_tokenizer(tiny_checkpoint)
+    renderer = Renderer(tok, max_observation_tokens=64)
+    tr = conversation_transcript(
+        renderer, "terminal", "A shell.", ["ls -la", "ANSWER: 3"], ["notes.txt\n$ "]
+    )
+    agent = [t for t, m in zip(tr.ids, tr.mask, strict=True) if m]
+    rest = [t for t, m in zip(tr.ids, tr.mask, strict=True) if not m]
+    assert tok.decode(agent) == "ls -la<|im_end|>ANSWER: 3<|im_end|>"
+    assert "notes.txt" in tok.decode(rest) and "A shell." in tok.decode(rest)
+    # The pieces the engine and the learner see read as the chat template's own rendering.
+    messages = [
+        {"role": "system", "content": agent_system("terminal", "A shell.")},
+        {"role": "user", "content": "Begin."},
+        {"role": "assistant", "content": "ls -la"},
+        {"role": "user", "content": "notes.txt\n$ "},
+        {"role": "assistant", "content": "ANSWER: 3"},
+    ]
+    assert tok.decode(tr.ids) == tok.apply_chat_template(messages, tokenize=False).rstrip("\n")
+    batch = transcripts_batch([tr], [1.0], pad_id=tok.pad_token_id)
+    assert batch.loss_mask.shape == (1, len(tr) - 1)
+    assert batch.loss_mask[0].tolist() == [float(m) for m in tr.mask[1:]]
