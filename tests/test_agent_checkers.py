@@ -166,3 +166,30 @@ def test_overrides_are_dotted_typed_and_named_when_wrong():
         set_overrides(AgentConfig(), ["variants=('dreaming',)"])
     with pytest.raises(ConfigError, match=r"agent\.limits\.max_tokens"):
         set_overrides(AgentConfig(), ["limits.max_tokens=5000"])
+
+
+def test_job_command_line_rejects_bad_input_before_any_work(tmp_path, tiny_checkpoint):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("agent_job", "jobs/agent.py")
+    job = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(job)
+    base = ["train", "--world-model", tiny_checkpoint, "--out", str(tmp_path / "out")]
+    parsed = job.build_job(job.parse_args([*base, "--set", "rl.max_steps=3"]))
+    assert parsed.recipe.agent.rl.max_steps == 3 and parsed.command == "train"
+    with pytest.raises(SystemExit) as e:
+        job.parse_args([*base, "--bogus-flag", "1"])
+    assert e.value.code == 2
+    for argv, field in (
+        ([*base, "--set", "sim.nosuch=1"], "agent.sim.nosuch"),
+        (
+            ["train", "--world-model", str(tmp_path / "missing"), "--out", str(tmp_path / "o")],
+            "world-model",
+        ),
+        ([*base, "--data", str(tmp_path / "missing")], "data"),
+        (["evaluate", *base[1:], "--agent", "no-path"], "agent"),
+    ):
+        with pytest.raises(ConfigError) as err:
+            job.build_job(job.parse_args(argv))
+        assert err.value.field == field
+    assert not (tmp_path / "out").exists()
