@@ -104,20 +104,19 @@ def test_same_survivors_and_clusters_with_other_workers_and_block_sizes(two_runs
 
 
 def test_cluster_path_above_the_driver_limits_gives_the_same_result(planted, two_runs):
-    """Above the driver limits: pairs verified by two shuffles of the candidates'
-    shingles, then components by star rounds (no edge on the driver) or, with few
-    edges, on the driver. Both equal the driver path."""
+    """Above the driver limits: exact runs and band buckets by shuffles, pairs verified
+    by two shuffles of the candidates' shingles, components by star rounds; or only
+    the verification on the cluster. Both equal the driver path."""
     from agentworld.data.dedup import Limits
 
     _, url = planted
     _, (want, want_stats) = two_runs
     cfg = DataConfig(num_workers=2, block_records=30, progress_bars=False)
-    for limits, rounds in (
-        (Limits(local_pairs=0, local_records=0), True),
-        (Limits(local_records=0), False),
-    ):
+    everything = Limits(local_keys=0, local_pairs=0, local_candidates=0)
+    for limits, keys in ((everything, "cluster"), (Limits(local_candidates=0), "driver")):
         got, stats = _dedup(url, cfg, limits)
-        assert stats.extra["near_path"] == "cluster" and (stats.cc_rounds > 0) == rounds
+        assert stats.extra == {"keys": keys, "verify": "cluster"}
+        assert (stats.cc_rounds > 0) == (keys == "cluster")
         assert got.equals(want)
         assert (stats.candidate_pairs, stats.verified_pairs) == (
             want_stats.candidate_pairs,

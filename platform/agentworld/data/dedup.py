@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 
 from agentworld.data import components, lsh, survivor
 from agentworld.data.config import DataConfig
-from agentworld.data.exact import EXACT_OUT, exact_partition
+from agentworld.data.exact import EXACT_IN, EXACT_OUT, exact_partition
 from agentworld.data.labels import Labels
 from agentworld.data.ray_env import broadcast, fetch
 
@@ -40,9 +40,12 @@ Log = Callable[[str], None]
 class Limits:
     """Where dedup switches from the driver to the cluster, and shuffle partition sizes."""
 
+    local_keys: int = 500_000
+    """Records whose dedup keys (content hash, priority key, band keys: ~350 bytes)
+    the driver holds at most; it then finds exact runs and band buckets itself."""
     local_pairs: int = 4_000_000
     """Candidate pairs verified on the driver at most (16 bytes each)."""
-    local_records: int = 200_000
+    local_candidates: int = 200_000
     """Candidate records whose shingle sets the driver holds at most (~2 KB each)."""
     partition_rows: int = 1_000_000
     """Rows per shuffle partition (one vectorized call each), at most about."""
@@ -243,9 +246,10 @@ def candidate_pairs(exact, cfg: DataConfig, limits: Limits):
     ).materialize()
 
 
-def _sorted_uids(ds) -> np.ndarray:
-    table = _collect(_map(ds, _endpoints), pa.schema([("uid", pa.int64())]))
-    return np.unique(table.column("uid").to_numpy())
+def _pairs_array(table: pa.Table) -> np.ndarray:
+    """(k, 2) distinct pairs of a PAIRS table."""
+    ab = np.stack([table.column("a").to_numpy(), table.column("b").to_numpy()], axis=1)
+    return lsh.unique_pairs(ab.astype(np.int64).reshape(-1, 2))
 
 
 def _local_clusters(u: np.ndarray, v: np.ndarray, uids: np.ndarray, pkeys: pa.Array) -> pa.Table:
@@ -257,12 +261,8 @@ def _local_clusters(u: np.ndarray, v: np.ndarray, uids: np.ndarray, pkeys: pa.Ar
     )
 
 
-def _near_local(pairs_ds, candidates, records, cfg: DataConfig, stats: DedupStats) -> pa.Table:
+def _near_local(pairs: np.ndarray, candidates, records, cfg: DataConfig, stats) -> pa.Table:
     """Verification, components and survivors on the driver (small candidate graph)."""
-    table = _collect(pairs_ds, lsh.PAIRS)
-    pairs = lsh.unique_pairs(
-        np.stack([table.column("a").to_numpy(), table.column("b").to_numpy()], axis=1)
-    )
     rows = _collect(
         _map(records.select_columns(CANDIDATES.names), _only, holder=broadcast(candidates)),
         CANDIDATES,
@@ -272,7 +272,7 @@ def _near_local(pairs_ds, candidates, records, cfg: DataConfig, stats: DedupStat
     sims = lsh.pair_jaccards(pairs, uids, flat, offsets)
     edges = pairs[sims >= cfg.near_dup_threshold]
     stats.candidate_pairs, stats.verified_pairs = len(pairs), len(edges)
-    stats.extra["near_path"] = "driver"
+    stats.extra["verify"] = "driver"
     if len(edges) == 0:
         return survivor.CLUSTER_OUT.empty_table()
     return _local_clusters(edges[:, 0], edges[:, 1], uids, rows.column("pkey").combine_chunks())
@@ -291,6 +291,7 @@ def _verified_edges(pairs_ds, candidates, records, cfg: DataConfig, stats, limit
     passing = _map(scored, _passing, threshold=cfg.near_dup_threshold)
     edges = passing.repartition(cfg.num_workers).materialize()
     stats.candidate_pairs, stats.verified_pairs = scored.count(), edges.count()
+    stats.extra["verify"] = "cluster"
     return edges
 
 
@@ -313,8 +314,9 @@ def connected_components(edges, stats: DedupStats, log: Log):
     raise RuntimeError(f"connected components did not converge in {MAX_CC_ROUNDS} rounds")
 
 
-def _near_distributed(pairs_ds, candidates, records, exact, cfg, stats, log, limits) -> pa.Table:
-    stats.extra["near_path"] = "cluster"
+def _near_distributed(pairs_ds, candidates, records, keys, cfg, stats, log, limits) -> pa.Table:
+    """Verification by shuffles; components on the driver when the verified edges are
+    few enough, else by star rounds. ``keys``: a Dataset with every record's pkey."""
     edges = _verified_edges(pairs_ds, candidates, records, cfg, stats, limits)
     if stats.verified_pairs == 0:
         return survivor.CLUSTER_OUT.empty_table()
@@ -323,30 +325,53 @@ def _near_distributed(pairs_ds, candidates, records, exact, cfg, stats, log, lim
         u, v = table.column("u").to_numpy(), table.column("v").to_numpy()
         nodes = np.unique(np.concatenate([u, v]))
         keyed = _collect(
-            _map(exact.select_columns(["uid", "pkey"]), _only, holder=broadcast(nodes)),
+            _map(keys.select_columns(["uid", "pkey"]), _only, holder=broadcast(nodes)),
             pa.schema([("uid", pa.int64()), ("pkey", pa.string())]),
         ).sort_by("uid")
         uids = keyed.column("uid").to_numpy()
         return _local_clusters(u, v, uids, keyed.column("pkey").combine_chunks())
     labels = connected_components(edges, stats, log)
-    pkeys = _map(_map(exact, _exact_survivors), _pkey_rows)
-    with_pkey = _groups(labels.union(pkeys), "uid", survivor.attach_pkey)
+    with_pkey = _groups(labels.union(_map(keys, _pkey_rows)), "uid", survivor.attach_pkey)
     return _collect(_groups(with_pkey, "label", survivor.pick_survivor), survivor.CLUSTER_OUT)
 
 
-def near_stage(
-    exact, records, cfg: DataConfig, stats: DedupStats, log: Log, limits: Limits = DEFAULT_LIMITS
-) -> pa.Table:
-    """(uid, dup_of, cluster) of every member of a near-duplicate cluster."""
-    pairs = candidate_pairs(exact, cfg, limits)
-    upper = pairs.count()
-    candidates = _sorted_uids(pairs) if upper else np.empty(0, np.int64)
-    if upper <= limits.local_pairs and candidates.size <= limits.local_records:
-        rows = _near_local(pairs, candidates, records, cfg, stats)
+def near_stage(pairs, records, keys, cfg: DataConfig, stats, log: Log, limits: Limits):
+    """(uid, dup_of, cluster) of every member of a near-duplicate cluster, from the
+    candidate pairs (a (k, 2) array, or a Dataset of PAIRS when there are many)."""
+    import ray
+
+    if not isinstance(pairs, np.ndarray) and pairs.count() <= limits.local_pairs:
+        pairs = _pairs_array(_collect(pairs, lsh.PAIRS))
+    if isinstance(pairs, np.ndarray):
+        if len(pairs) == 0:
+            stats.extra["verify"] = "driver"
+            return survivor.CLUSTER_OUT.empty_table()
+        candidates = np.unique(pairs)
+        if len(pairs) <= limits.local_pairs and candidates.size <= limits.local_candidates:
+            rows = _near_local(pairs, candidates, records, cfg, stats)
+            log(f"near: {stats.candidate_pairs} candidate pairs, {stats.verified_pairs} verified")
+            return rows
+        pairs = ray.data.from_arrow(pa.table({"a": pairs[:, 0], "b": pairs[:, 1]}))
     else:
-        rows = _near_distributed(pairs, candidates, records, exact, cfg, stats, log, limits)
+        ends = _collect(_map(pairs, _endpoints), pa.schema([("uid", pa.int64())]))
+        candidates = np.unique(ends.column("uid").to_numpy())
+    rows = _near_distributed(pairs, candidates, records, keys, cfg, stats, log, limits)
     log(f"near: {stats.candidate_pairs} candidate pairs, {stats.verified_pairs} verified")
     return rows
+
+
+def _dedup_local(keys, cfg: DataConfig) -> tuple[pa.Table, np.ndarray | None]:
+    """Exact clusters and candidate pairs on the driver (few records)."""
+    table = _collect(keys, EXACT_IN)
+    exact = exact_partition(table) if cfg.exact_dedup else _singletons(table)
+    pairs = None
+    if cfg.near_dedup:
+        bands = lsh.explode_bands(_exact_survivors(exact))
+        part = lsh.bucket_partition(
+            bands, all_pairs_max=cfg.bucket_all_pairs_max, anchors=cfg.bucket_anchors
+        )
+        pairs = _pairs_array(part)
+    return _with_cluster(exact).select(survivor.CLUSTER_OUT.names), pairs
 
 
 def find_duplicates(
@@ -354,12 +379,19 @@ def find_duplicates(
 ) -> tuple[Labels, DedupStats]:
     """Dedup clean records (a Dataset with uid, exact_hash, pkey, bands, shingles)."""
     stats = DedupStats()
-    exact = exact_stage(records, cfg, limits)
-    exact_rows = _collect(_map(exact, _with_cluster), survivor.CLUSTER_OUT)
+    keys = records.select_columns(EXACT_IN.names).materialize()
+    if keys.count() <= limits.local_keys:
+        exact_rows, pairs = _dedup_local(keys, cfg)
+        stats.extra["keys"] = "driver"
+    else:
+        exact = exact_stage(keys, cfg, limits)
+        exact_rows = _collect(_map(exact, _with_cluster), survivor.CLUSTER_OUT)
+        pairs = candidate_pairs(exact, cfg, limits) if cfg.near_dedup else None
+        stats.extra["keys"] = "cluster"
     stats.exact_clusters = len(pc.unique(exact_rows.column("cluster")))
     log(f"exact: {exact_rows.num_rows} records in {stats.exact_clusters} clusters")
     near_rows = survivor.CLUSTER_OUT.empty_table()
     if cfg.near_dedup:
-        near_rows = near_stage(exact, records, cfg, stats, log, limits)
+        near_rows = near_stage(pairs, records, keys, cfg, stats, log, limits)
         stats.near_clusters = len(pc.unique(near_rows.column("cluster")))
     return Labels.merge(exact_rows, near_rows), stats
