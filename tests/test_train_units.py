@@ -142,28 +142,31 @@ def _job_main(name: str):
     return module.main
 
 
-def test_jobs_reject_bad_input_before_ray_starts(tmp_path, capsys):
-    import ray
+def test_jobs_reject_bad_input_before_ray_starts(tmp_path):
+    """The real command lines, each in a fresh process (this one may already run Ray
+    for other tests): every bad input exits 2 naming the field, and Ray never started,
+    since no Ray session directory appeared under the process's RAY_TMPDIR."""
+    import subprocess
+    import sys
 
-    cpt, sft = _job_main("cpt"), _job_main("sft")
-    started = ray.is_initialized()
-    assert cpt(["--out", str(tmp_path / "o")]) == 2
-    assert "data: required" in capsys.readouterr().err
-    assert sft(["--data", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
-    assert "init: SFT starts from a CPT export" in capsys.readouterr().err
-    args = [
-        "--data",
-        str(tmp_path),
-        "--out",
-        str(tmp_path / "o"),
-        "--train",
-        "expert_parallel_size=3",
+    data, out, ray_dir = str(tmp_path), str(tmp_path / "o"), tmp_path / "ray"
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'platform'}:{ROOT}", "RAY_TMPDIR": str(ray_dir)}
+    env.pop("RAY_ADDRESS", None)
+    cases = [
+        ("cpt", ["--out", out], "data: required"),
+        ("sft", ["--data", data, "--out", out], "init: SFT starts from a CPT export"),
+        (
+            "cpt",
+            ["--data", data, "--out", out, "--train", "expert_parallel_size=3"],
+            "train.expert_parallel_size",
+        ),
+        ("cpt", ["--data", data, "--out", out, "--train", "nope=1"], "train.nope"),
     ]
-    assert cpt(args) == 2
-    assert "train.expert_parallel_size" in capsys.readouterr().err
-    assert cpt(["--data", str(tmp_path), "--out", str(tmp_path / "o"), "--train", "nope=1"]) == 2
-    assert "train.nope" in capsys.readouterr().err
-    assert ray.is_initialized() == started  # nothing was started
+    for job, args, message in cases:
+        cmd = [sys.executable, str(ROOT / "jobs" / f"{job}.py"), *args]
+        res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+        assert (res.returncode, message in res.stderr) == (2, True), (args, res.stderr[-1500:])
+    assert not ray_dir.exists()
     assert not os.path.exists(tmp_path / "o")
 
 
