@@ -23,7 +23,7 @@ class TasksConfig:
     """The task set: generated per family (with a held-out split) or read from a file."""
 
     families: tuple[TaskFamily, ...] = ("search", "table", "terminal", "mcp")
-    per_family: int = 8
+    per_family: int = 6
     """Tasks generated per family (train and held-out together)."""
     eval_fraction: float = 0.25
     """Share of each family held out (at least one task per family), by a stable hash
@@ -118,7 +118,7 @@ def _agent_rl() -> RLConfig:
     return RLConfig(
         contexts_per_step=2,
         group_size=4,
-        max_steps=4,
+        max_steps=3,
         rollout=RolloutConfig(max_new_tokens=48, max_prompt_tokens=960, max_model_len=1024),
         learner=LearnerConfig(learning_rate=1e-3),
         checkpoint_every=100,
@@ -141,8 +141,9 @@ class AgentConfig:
     """Agents to train and compare: ``untrained`` (demonstrations only), ``sim``
     (controlled simulation), ``sim_uncontrolled``, ``real``, ``cold_sim`` (as ``sim``
     from a checkpoint of the same architecture without world-model training)."""
-    demo_steps: int = 12
-    """Supervised steps on demonstration actions before RL (through the RL learner)."""
+    demo_steps: int = 30
+    """Supervised steps on demonstration actions before RL (through the RL learner): on
+    the tiny model 4 steps took the actions' NLL from 6.6 to 5.5, 60 steps to 0.55."""
     demo_batch: int = 8
     demo_max_tokens: int = 640
     """Demonstrations are cut to this many tokens."""
