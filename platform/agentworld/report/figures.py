@@ -49,7 +49,8 @@ def rl_curves(rows: list[dict[str, Any]]) -> bytes | None:
     """Reward components per step; KL and weight-sync share per step."""
     if not rows:
         return None
-    fig, (ax_r, ax_k) = _figure(2, width=9.0)[1][0]
+    fig, axes = _figure(2, width=9.0)
+    ax_r, ax_k = axes[0]
     steps = [r["step"] for r in rows]
     for key in sorted({k for r in rows for k in r if k.startswith("reward/")}):
         ax_r.plot(steps, [r.get(key) for r in rows], marker=".", label=key.removeprefix("reward/"))
