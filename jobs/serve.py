@@ -136,7 +136,8 @@ def _serve(args: argparse.Namespace, name: str, cfg, http: dict, key: str | None
     from agentworld.sim.smoke import smoke_check
 
     result = smoke_check(base, key, cfg.engine.model_id)
-    say(f"[serve] smoke passed: {result}")
+    latency = ", ".join(f"{k} {v:.0f}" for k, v in result["latency_ms"].items())
+    say(f"[serve] smoke passed: every route answered (ms: {latency})")
     if args.out:
         counts = {k: v for k, v in result.items() if isinstance(v, int)}
         counts["latency_ms"] = result["latency_ms"]

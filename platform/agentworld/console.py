@@ -41,16 +41,19 @@ class Progress:
     every ``every_s`` seconds and always at the end, with the time left estimated from
     the rate so far."""
 
-    def __init__(
-        self, stage: str, total: int | None, unit: str, *, every_s: float = 5.0, start: int = 0
-    ) -> None:
+    def __init__(self, stage: str, total: int | None, unit: str, *, every_s: float = 5.0) -> None:
         self.stage, self.total, self.unit, self.every_s = stage, total, unit, every_s
-        self.start_done = start
         self.t0 = time.monotonic()
         self._last = float("-inf")
+        self._first: tuple[int, float] | None = None
+        """(done, time) at the first update: the rate is measured from there, so that
+        start-up (a cluster, an engine loading) does not count as work."""
 
     def line(self, done: int, fields: dict[str, Any]) -> str:
-        elapsed = time.monotonic() - self.t0
+        now = time.monotonic()
+        elapsed = now - self.t0
+        if self._first is None:
+            self._first = (done, now)
         head = (
             f"[{self.stage}] {done}/{self.total} {self.unit}"
             if self.total
@@ -58,7 +61,8 @@ class Progress:
         )
         parts = [head]
         parts += [f"{k} {_fmt(v)}" for k, v in fields.items()]
-        rate = (done - self.start_done) / elapsed if elapsed > 0 else 0.0
+        since = now - self._first[1]
+        rate = (done - self._first[0]) / since if since > 0 else 0.0
         if self.total and done < self.total and rate > 0:
             parts.append(f"about {duration((self.total - done) / rate)} left")
         elif self.total and done >= self.total:

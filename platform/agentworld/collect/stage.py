@@ -50,7 +50,7 @@ def collect(config: CollectConfig, out: str, **storage_options: Any) -> dict[str
     chunks = plan_chunks(config)
     todo = {k: c for k, c in chunks.items() if not _chunk_done(out, k, c, **storage_options)}
     already = sum(len(c) for k, c in chunks.items() if k not in todo)
-    progress = Progress("collect", config.episodes, "episodes", start=already)
+    progress = Progress("collect", config.episodes, "episodes")
     done, failed = already, 0
     if already:
         say(f"[collect] resuming: {already} episodes already recorded under {out}")

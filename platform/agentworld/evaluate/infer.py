@@ -66,7 +66,7 @@ def run_infer(
     done = read_parts(parts_url, **storage_options)
     todo = [i for i in items if i.key not in done]
     finished = [len(items) - len(todo)]
-    progress = Progress("evaluate", len(items), "items", start=finished[0])
+    progress = Progress("evaluate", len(items), "items")
     with PartWriter(parts_url, flush_every=cfg.flush_every, **storage_options) as writer:
 
         def emit(row: dict[str, Any]) -> None:

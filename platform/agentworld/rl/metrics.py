@@ -18,7 +18,7 @@ class MetricsLog:
     def __init__(self, out_url: str, *, config: Any, start_step: int, use_wandb: bool) -> None:
         self.url = join(out_url, "metrics.jsonl")
         max_steps = getattr(getattr(config, "rl", None), "max_steps", None)
-        self.progress = Progress("rl", max_steps, "steps", every_s=0.0, start=start_step)
+        self.progress = Progress("rl", max_steps, "steps", every_s=0.0)
         self.rows = [r for r in self._read() if r["step"] < start_step]
         self.run = _wandb_run(out_url, config) if use_wandb else None
 
@@ -33,7 +33,7 @@ class MetricsLog:
         write_bytes(self.url, data.encode())
         if self.run is not None:
             self.run.log(metrics, step=step)
-        self.progress.update(step, **_progress(metrics))
+        self.progress.update(step + 1, **_progress(metrics))  # steps count from 0
 
     def close(self) -> None:
         if self.run is not None:
