@@ -13,8 +13,8 @@ import os
 from typing import Any
 
 from agentworld.collect.config import CollectConfig
-from agentworld.console import Progress, say
 from agentworld.collect.episode import EpisodeSpec, plan_episodes
+from agentworld.console import Progress, say
 from agentworld.io import (
     is_complete,
     join,
