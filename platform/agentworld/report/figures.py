@@ -52,7 +52,9 @@ def rl_curves(rows: list[dict[str, Any]]) -> bytes | None:
     fig, axes = _figure(2, width=9.0)
     ax_r, ax_k = axes[0]
     steps = [r["step"] for r in rows]
-    for key in sorted({k for r in rows for k in r if k.startswith("reward/")}):
+    from agentworld.report.sections import reward_keys
+
+    for key in reward_keys(rows):
         ax_r.plot(steps, [r.get(key) for r in rows], marker=".", label=key.removeprefix("reward/"))
     ax_r.set_title("reward components")
     ax_r.set_xlabel("step")

@@ -163,13 +163,19 @@ def training_section(run: str, found: dict[str, dict | None]) -> Section:
     return s
 
 
+def reward_keys(rows: list[dict[str, Any]]) -> list[str]:
+    """The reward components logged per step (not the per-component failure counts)."""
+    found = {k for r in rows for k in r if k.startswith("reward/")}
+    return sorted(k for k in found if not k.endswith("_failed"))
+
+
 def rl_section(run: str, found: dict[str, dict | None]) -> Section:
     rows = read_jsonl(join(run, "rl", "metrics.jsonl"))
     if found["rl"] is None and not rows:
         return Section("RL", status="missing")
     s = Section("RL")
     if rows:
-        keys = sorted({k for r in rows for k in r if k.startswith("reward/")})
+        keys = reward_keys(rows)
         head = ["step", *(k.removeprefix("reward/") for k in keys), "KL", "sync share"]
         table = [
             [str(r["step"]), *(fmt(r.get(k), 3) for k in keys), fmt(r.get("learner/kl"), 4),
