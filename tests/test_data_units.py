@@ -17,7 +17,13 @@ from agentworld.data import DataConfig
 from agentworld.data.components import components_in_memory, large_star, small_star
 from agentworld.data.lsh import bucket_pairs
 from agentworld.data.minhash import collision_probability, signature
-from agentworld.data.pack import best_fit_decreasing, efficiency, pack_documents
+from agentworld.data.pack import (
+    best_fit_decreasing,
+    efficiency,
+    minimum_bin_slack,
+    pack_documents,
+    pack_rows,
+)
 from agentworld.data.reader import INGEST_SCHEMA, ReaderSpec, plan_ranges, read_range
 from agentworld.data.synthetic import BAD_LINES, synthetic_corpus
 from agentworld.data.text import jaccard, ngram_hashes, words
@@ -232,6 +238,26 @@ def test_best_fit_decreasing_packs_each_document_once_without_crossing():
     assert sorted(seen) == list(range(400))
     bins = best_fit_decreasing([5, 5, 5], ["a", "b", "c"], 10)
     assert bins == [[(0, 0, 5), (1, 0, 5)], [(2, 0, 5)]]
+
+
+def test_minimum_bin_slack_fills_rows_better_and_keeps_documents_whole():
+    # Best fit puts 3 beside 6 and needs a fourth row; the best subset per row needs three.
+    lengths, keys = [6, 5, 2, 9, 3, 2, 2], list("abcdefg")
+    assert len(best_fit_decreasing(lengths, keys, 10)) == 4
+    rows = minimum_bin_slack(lengths, keys, 10)
+    assert sorted(sorted(p[0] for p in r) for r in rows) == [[0, 2, 5], [1, 4, 6], [3]]
+    rng = np.random.default_rng(1)
+    for high in (300, 1000):
+        lengths = rng.integers(20, high, size=500).tolist()
+        keys = [f"d{i:03d}" for i in range(500)]
+        rows = pack_rows(lengths, keys, 1024)
+        assert sorted(i for r in rows for i, _, _ in r) == list(range(500))
+        assert all(end - start == lengths[i] for r in rows for i, start, end in r)
+        fills = [sum(end - start for _, start, end in r) for r in rows]
+        assert max(fills) <= 1024 and sum(f <= 512 for f in fills) <= 1
+        assert len(rows) <= len(best_fit_decreasing(lengths, keys, 1024))
+    with pytest.raises(ValueError, match="more than 10"):
+        minimum_bin_slack([11], ["long"], 10)
 
 
 def test_data_config_errors_name_the_field():

@@ -1,5 +1,8 @@
-"""Best-fit-decreasing packing of tokenized documents into fixed-length rows (plain
-numpy/Arrow, no Ray).
+"""Packing of tokenized documents into fixed-length rows (plain numpy/Arrow, no Ray):
+minimum bin slack for documents that are never cut (each row, opened with the longest
+document left, gets the set of remaining documents that fills it best), best fit
+decreasing where documents may be cut, and for SFT whichever of the two needs fewer
+rows.
 
 Each packed row carries ``position_ids`` that restart at 0 at every document and
 ``doc_lens``, from which a trainer builds a block-diagonal (per-document) causal mask:
@@ -51,6 +54,88 @@ def best_fit_decreasing(
     return bins
 
 
+def minimum_bin_slack(
+    lengths: list[int], keys: list[str], capacity: int, *, budget: int = 256
+) -> list[list[Piece]]:
+    """Rows of whole documents (Gupta and Ho's minimum bin slack): each row takes the
+    longest document left, then the subset of the others that leaves the least free
+    space, searched depth first, longest first, over at most ``budget`` nodes; then
+    any document that still fits. So no document left over fits a closed row, and at
+    most one row is half empty or worse."""
+    import bisect
+
+    for i, n in enumerate(lengths):
+        if n > capacity:
+            raise ValueError(f"document {keys[i]!r} has {n} tokens, more than {capacity}")
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], keys[i]))
+    neg = [-lengths[i] for i in order]  # ascending: bisect finds the longest that fits
+    rows: list[list[Piece]] = []
+    while order:
+        first, room = order[0], capacity + neg[0]
+        del order[0], neg[0]
+        chosen = _best_subset(neg, room, budget)
+        rest = room + sum(neg[j] for j in chosen)
+        taken = set(chosen)
+        j = bisect.bisect_left(neg, -rest)
+        while j < len(neg) and rest > 0:  # whatever still fits, longest first
+            if j not in taken and -neg[j] <= rest:
+                taken.add(j)
+                rest += neg[j]
+            j = max(j + 1, bisect.bisect_left(neg, -rest))
+        picked = sorted(taken)
+        rows.append([(first, 0, lengths[first])] + [(order[j], 0, -neg[j]) for j in picked])
+        for j in reversed(picked):
+            del order[j], neg[j]
+    return rows
+
+
+def _best_subset(neg: list[int], room: int, budget: int) -> list[int]:
+    """Positions in ``neg`` (negated lengths, ascending) of a subset with the largest
+    total <= room found in ``budget`` search nodes; equal lengths are tried once."""
+    import bisect
+
+    best: list[int] = []
+    best_total, nodes = 0, 0
+    chosen: list[int] = []
+
+    def search(start: int, left: int, total: int) -> bool:
+        nonlocal best, best_total, nodes
+        if total > best_total:
+            best, best_total = list(chosen), total
+            if left == 0:
+                return True
+        j = bisect.bisect_left(neg, -left, lo=start)
+        last = None
+        while j < len(neg):
+            nodes += 1
+            if nodes > budget:
+                return True
+            if neg[j] != last:
+                last = neg[j]
+                chosen.append(j)
+                done = search(j + 1, left + neg[j], total - neg[j])
+                chosen.pop()
+                if done:
+                    return True
+            j += 1
+        return False
+
+    search(0, room, 0)
+    return best
+
+
+def pack_rows(
+    lengths: list[int], keys: list[str], capacity: int, *, split_min: int = 0
+) -> list[list[Piece]]:
+    """The packing pack_documents uses: best fit decreasing when documents may be cut,
+    else the one of minimum bin slack and best fit decreasing with fewer rows."""
+    bfd = best_fit_decreasing(lengths, keys, capacity, split_min=split_min)
+    if split_min:
+        return bfd
+    mbs = minimum_bin_slack(lengths, keys, capacity)
+    return mbs if len(mbs) < len(bfd) else bfd
+
+
 def _place(free: list[int], rest: int, capacity: int, split_min: int) -> tuple[int, int]:
     """(row, tokens to put there) for the rest of a document; row == len(free) opens one."""
     room = np.asarray(free, dtype=np.int64)
@@ -74,7 +159,7 @@ def pack_documents(
     split_min: int = 0,
 ) -> pa.Table:
     """Rows of PACKED_SCHEMA holding every token of every document exactly once."""
-    bins = best_fit_decreasing([t.size for t in tokens], keys, seq_len, split_min=split_min)
+    bins = pack_rows([t.size for t in tokens], keys, seq_len, split_min=split_min)
     order = np.random.Generator(np.random.PCG64(seed)).permutation(len(bins))
     cols: dict[str, list] = {name: [] for name in PACKED_SCHEMA.names}
     for b in order:
