@@ -3,6 +3,7 @@ variants copy one and change a few fields with ``dataclasses.replace``."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 from agentworld.recipes.config import ClusterConfig, ConfigError, ModelConfig, Recipe, TrainConfig
@@ -145,28 +146,12 @@ def _gpu_agent():
     over 8), 2 rollout engines of 4-way tensor parallelism; the simulator is the
     agentworld-sim RayService (the serve backend); 16 tasks x 8 siblings per step."""
     from agentworld.agent.config import VARIANTS, AgentConfig, LimitsConfig, SimConfig, TasksConfig
-    from agentworld.rl.config import LearnerConfig, RLConfig, RolloutConfig
+    from agentworld.rl.config import RLConfig
 
-    rollout = RolloutConfig(
-        num_engines=2,
-        cpus_per_engine=8,
-        gpus_per_engine=4,
-        tensor_parallel_size=4,
-        max_model_len=40960,
-        gpu_memory_utilization=0.85,
-        enforce_eager=False,
-        dtype="bfloat16",
-        max_new_tokens=2048,
-        max_prompt_tokens=32768,
-    )
-    learner = LearnerConfig(
-        num_learners=16,
-        cpus_per_learner=8,
-        gpus_per_learner=1,
-        learning_rate=1e-6,
-        mini_batches=2,
-        expert_parallel_size=8,
-    )
+    # The RL stage's engines and learner settings, on this job's smaller gang.
+    gpu = _gpu_rl()
+    rollout = dataclasses.replace(gpu.rollout, num_engines=2, max_new_tokens=2048)
+    learner = dataclasses.replace(gpu.learner, num_learners=16, mini_batches=2)
     rl = RLConfig(
         contexts_per_step=16,
         group_size=8,
