@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from agentworld.io import join, write_bytes
+from agentworld.io import exists, join, read_bytes, write_bytes
 from agentworld.report import figures, render, sections
 
 
@@ -22,7 +22,7 @@ def build_report(run_url: str) -> str:
         sections.fidelity_section(run_url, found),
         sections.serve_section(found),
     ]
-    parts += _extra_sections(run_url, found)
+    parts.append(sections.agent_section(run_url, found))
     parts.append(sections.provenance_section(found))
     pngs = {
         "loss.png": figures.loss_curves(found),
@@ -34,6 +34,9 @@ def build_report(run_url: str) -> str:
             (sections.read_json(join(run_url, "pipeline.json")) or {}).get("stages", {})
         ),
     }
+    for name in sections.AGENT_PNGS:  # the agent stage draws its own
+        url = join(run_url, "agent", name)
+        pngs[name] = read_bytes(url) if exists(url) else None
     if pngs["stages.png"] is not None:
         parts[0].figures.append(("stages.png", "Seconds per stage."))
     for part in parts:  # a figure is listed only when it could be drawn
@@ -47,8 +50,3 @@ def build_report(run_url: str) -> str:
     write_bytes(join(out, "index.html"), render.to_html(title, subtitle, parts).encode())
     write_bytes(join(out, "report.md"), render.to_markdown(title, subtitle, parts).encode())
     return out
-
-
-def _extra_sections(run_url: str, found: dict) -> list[sections.Section]:
-    """Sections of stages that bring their own (the agent stage's report.md)."""
-    return []

@@ -228,6 +228,41 @@ def serve_section(found: dict[str, dict | None]) -> Section:
     return s
 
 
+AGENT_PNGS = ("success_by_family.png", "f1.png", "steps_per_s.png")
+
+
+def agent_section(run: str, found: dict[str, dict | None]) -> Section:
+    """Agents evaluated on held-out tasks in the real environment, from the agent
+    stage's report.json; its PNGs are copied beside the page by the builder."""
+    report = read_json(join(run, "agent", "report.json"))
+    if report is None:
+        return Section("Agents (trained in the simulator and in the real environment)", "missing")
+    rows = [
+        [name, family, fmt(e.get("n")), _pct(e.get("success_rate")), _pct(e.get("item_f1")),
+         _pct(e.get("row_f1"))]
+        for name, agent in report.get("agents", {}).items()
+        for family, e in agent.get("real_eval", {}).items()
+    ]  # fmt: skip
+    s = Section("Agents (trained in the simulator and in the real environment)")
+    s.tables.append(
+        Table(["agent", "family", "tasks", "success %", "item F1", "row F1"], rows,
+              "Every agent evaluated on held-out tasks in the REAL environment.")
+    )  # fmt: skip
+    s.notes.append(
+        f"World model: {report.get('world_model', '-')}. The full comparison (controlled vs "
+        f"uncontrolled simulation, warm vs cold start, WM2Real, steps/s, injection probes) "
+        f"is in {join(run, 'agent', 'report.md')}."
+    )
+    s.figures += [(name, name.removesuffix(".png").replace("_", " ")) for name in AGENT_PNGS]
+    if found.get("agent") is None:
+        s.notes.append("The agent stage has not finished: these are the figures so far.")
+    return s
+
+
+def _pct(v: Any) -> str:
+    return "-" if v is None else f"{100 * float(v):.1f}"
+
+
 def provenance_section(found: dict[str, dict | None]) -> Section:
     from importlib.metadata import PackageNotFoundError, version
 
