@@ -1,6 +1,7 @@
-"""The ASGI layer in front of every ``/v1`` route: the API key names the team (401
-otherwise), the body is read up to the size limit (413 past it, before any parsing),
-and each request is counted in Prometheus metrics (through ``ray.serve.metrics``)."""
+"""The ASGI layer in front of every ``/v1`` route: oversized headers get a 431, the API
+key names the team (401 otherwise), the body is read up to the size limit (413 past
+it, before any parsing), and each request is counted in Prometheus metrics (through
+``ray.serve.metrics``)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ _ROUTES = (
     (re.compile(r"^/v1/models/.+$"), "/v1/models/{model}"),
 )
 _LATENCY_BOUNDARIES = [0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0]
+MAX_HEADER_BYTES = 32 * 1024
 log = logging.getLogger(__name__)
 
 
@@ -48,6 +50,7 @@ class Guard:
 
         team = "-"
         try:
+            self._check_headers(scope)
             team = self._team(scope)
             body = await self._read_body(scope, receive)
         except SimError as e:
@@ -73,6 +76,14 @@ class Guard:
                 "missing or unknown API key; send 'Authorization: Bearer <key>'",
             )
         return team
+
+    def _check_headers(self, scope: dict) -> None:
+        """The HTTP server in front takes headers of any size (200 KB went through),
+        which every replica would then hold: refuse them past MAX_HEADER_BYTES."""
+        size = sum(len(k) + len(v) for k, v in scope.get("headers", []))
+        if size > MAX_HEADER_BYTES:
+            message = f"the request headers exceed {MAX_HEADER_BYTES} bytes"
+            raise SimError(431, "headers_too_large", message)
 
     async def _read_body(self, scope: dict, receive: Any) -> bytes:
         declared = _header(scope, b"content-length")

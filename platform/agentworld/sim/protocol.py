@@ -106,6 +106,8 @@ def parse_body(model: type[BaseModel], raw: bytes) -> Any:
         data = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise SimError(400, "malformed_json", f"the request body is not valid JSON: {e}") from None
+    except RecursionError:  # json's nesting limit: no request body nests that deep
+        raise SimError(400, "malformed_json", "the request body nests too deeply") from None
     if not isinstance(data, dict):
         raise SimError(400, "malformed_json", "the request body must be a JSON object")
     try:
