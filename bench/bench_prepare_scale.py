@@ -1,0 +1,178 @@
+"""How prepare's cost grows with its input: the whole prepare stage (debug_cpu recipe,
+2 workers) on generated corpora of 1k, 10k and 100k trajectories with planted
+duplicates. Figures per size: wall time of each stage, records/s, and the peak resident
+memory of any Ray worker process; then the exponent b of wall time ~ records**b
+(least squares on log-log, from the sizes above 1k where fixed costs no longer hide
+it), and the per-core rate of each stage at the largest size (the basis of the README's
+estimate at the reference's scale).
+
+Run:  python bench/bench_prepare_scale.py [--sizes 1000,10000,100000] [--quick]
+      -> bench/results/prepare_scale.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import re
+import sys
+import tempfile
+import threading
+import time
+
+from _results import goal, write_result
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+sys.path.insert(0, os.path.join(ROOT, "platform"))
+_LINE = re.compile(r"\[prepare\] \d+/\d+ (\w+): .*\(([\d.]+)s\)$", re.S)
+
+
+class WorkerMemory:
+    """Peak RSS of Ray worker processes, sampled every 0.2 s while a run goes."""
+
+    def __init__(self) -> None:
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        import psutil
+
+        while not self._stop.is_set():
+            for p in psutil.process_iter(["cmdline", "memory_info"]):
+                cmd = " ".join(p.info["cmdline"] or [])
+                if "default_worker.py" in cmd or cmd.startswith("ray::"):
+                    self.peak = max(self.peak, p.info["memory_info"].rss)
+            time.sleep(0.2)
+
+    def __enter__(self) -> WorkerMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def write_corpus(n: int, root: str) -> tuple[str, int]:
+    from agentworld.data.synthetic import synthetic_corpus
+    from agentworld.io import write_jsonl
+
+    base = max(10, int(n / 1.2))  # copies add about a fifth
+    corpus = synthetic_corpus(
+        base, n_exact=base // 20, n_near=base // 10, n_far=base // 20, n_families=10
+    )
+    files = max(2, min(16, n // 5000))
+    for i in range(files):
+        write_jsonl(os.path.join(root, f"part-{i:05d}.jsonl"), corpus.records[i::files])
+    return root, len(corpus.records)
+
+
+def run_prepare(url: str, out: str) -> tuple[dict[str, float], float, int]:
+    """Seconds per stage, total seconds, peak worker RSS bytes."""
+    from agentworld.data.pipeline import PrepareJob, prepare
+    from agentworld.recipes import debug_cpu
+
+    recipe = debug_cpu()
+    recipe = dataclasses.replace(recipe, data=dataclasses.replace(recipe.data, progress_bars=False))
+    ends: dict[str, float] = {}
+
+    def log(line: str) -> None:
+        m = _LINE.match(line)
+        if m:
+            ends[m.group(1)] = float(m.group(2))
+
+    t0 = time.perf_counter()
+    with WorkerMemory() as mem:
+        prepare(PrepareJob(inputs=(url,), out=out, recipe=recipe), log=log)
+    total = time.perf_counter() - t0
+    stages, last = {}, 0.0
+    for stage, end in ends.items():  # in the order the stages finished
+        stages[stage] = end - last
+        last = end
+    return stages, total, mem.peak
+
+
+def exponent(sizes: list[int], seconds: list[float]) -> float:
+    xs, ys = [math.log(s) for s in sizes], [math.log(t) for t in seconds]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum(
+        (x - mx) ** 2 for x in xs
+    )
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--sizes", default="1000,10000,100000")
+    p.add_argument("--quick", action="store_true", help="sizes 300 and 1200")
+    args = p.parse_args()
+    sizes = [300, 1200] if args.quick else [int(s) for s in args.sizes.split(",")]
+    import ray
+
+    from bench_dedup import start_ray
+
+    start_ray()
+    tmp = tempfile.mkdtemp(prefix="bench-scale-")
+    runs = []
+    for n in sizes:
+        url, records = write_corpus(n, os.path.join(tmp, f"in-{n}"))
+        stages, total, peak = run_prepare(url, os.path.join(tmp, f"out-{n}"))
+        runs.append(
+            {
+                "records": records,
+                "seconds": total,
+                "records_per_s": records / total,
+                "stage_seconds": stages,
+                "peak_worker_rss_mib": peak / 2**20,
+            }
+        )
+        print(json.dumps(runs[-1]), flush=True)
+    ray.shutdown()
+    fit = [r for r in runs if r["records"] > 1200] if len(runs) > 2 else runs
+    b = exponent([r["records"] for r in fit], [r["seconds"] for r in fit])
+    largest = runs[-1]
+    cores = os.cpu_count() or 1
+    per_core = {
+        stage: largest["records"] / (s * cores)
+        for stage, s in largest["stage_seconds"].items()
+        if s > 0
+    }
+    memory_growth = largest["peak_worker_rss_mib"] / max(runs[0]["peak_worker_rss_mib"], 1.0)
+    result = {
+        "quick": args.quick,
+        "runs": runs,
+        "wall_time_exponent": b,
+        "exponent_from_records": [r["records"] for r in fit],
+        "per_core_records_per_s_at_largest": per_core,
+        "peak_worker_memory_growth": memory_growth,
+        "workers": 2,
+        "cores": cores,
+    }
+    goals = [
+        goal(
+            "prepare_wall_time_exponent",
+            b,
+            "<=",
+            1.1,
+            "prepare's cost grows linearly with its input",
+        ),
+        goal(
+            "prepare_worker_memory_growth",
+            memory_growth,
+            "<=",
+            1.5,
+            "peak memory per worker stays flat from the smallest to the largest input (streaming)",
+        ),
+    ]
+    write_result("prepare_scale", result, goals)
+    print(json.dumps({**result, "goals": goals}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
