@@ -1,7 +1,7 @@
 """The main job on the embedded default: local Ray, a local storage directory, the
 vLLM CPU build. Runs the whole pipeline on a small corpus it records itself:
 
-  collect   -> <out>/raw        real terminal, MCP, SWE and search episodes
+  collect   -> <out>/raw        real terminal, MCP, SWE, search and web episodes
   prepare   -> <out>/prepared   validate, dedup, decontaminate, tokenize, pack
   cpt       -> <out>/cpt        Ray Train + DeepSpeed MoE, HF export in cpt/hf
   sft       -> <out>/sft        from cpt/hf, loss on observations only
@@ -56,7 +56,7 @@ def plan(args: argparse.Namespace) -> list:
     policy = f"{out}/sft/hf" if args.skip_rl else f"{out}/rl/hf"
     items = ("--max-items", str(args.max_items)) if args.max_items else ()
     plan = [
-        ("collect", f"{out}/raw", ("--out", f"{out}/raw", "--domains", "terminal,mcp,swe,search",
+        ("collect", f"{out}/raw", ("--out", f"{out}/raw", "--domains", "terminal,mcp,swe,search,web",
                                    "--episodes", str(args.episodes), "--seed", str(args.seed), *recipe)),
         ("prepare", f"{out}/prepared", ("--input", f"{out}/raw", "--out", f"{out}/prepared", *recipe)),
         ("cpt", f"{out}/cpt", ("--data", f"{out}/prepared", "--out", f"{out}/cpt", *recipe, *steps)),
