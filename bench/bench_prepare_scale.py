@@ -96,6 +96,77 @@ def run_prepare(url: str, out: str) -> tuple[dict[str, float], float, int]:
     return stages, total, mem.peak
 
 
+def cpu_rates(url: str, out: str, limit: int = 10_000) -> dict[str, float]:
+    """Records per CPU-second of each stage's kernels in this process (no Ray), on up
+    to ``limit`` records of a corpus with the tokenizer its prepare run trained: the
+    per-core rates the estimate at scale rests on (CPU time, so a shared machine's
+    load does not enter them)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from agentworld.data import DataConfig
+    from agentworld.data.exact import exact_partition
+    from agentworld.data.features import featurize
+    from agentworld.data.ingest import feature_spec, reader_spec
+    from agentworld.data.lsh import bucket_partition, explode_bands
+    from agentworld.data.pack import pack_documents
+    from agentworld.data.reader import plan_ranges, read_range
+    from agentworld.data.samples import tokenize_block
+    from agentworld.io import join
+    from agentworld.recipes import debug_cpu
+
+    cfg, seq_len = DataConfig(), debug_cpu().train.seq_len
+    rates, clock = {}, time.process_time
+    t = clock()
+    blocks, n = [], 0
+    for r in plan_ranges([url], split_bytes=cfg.split_bytes, storage_options={}):
+        for b in read_range(r, reader_spec(cfg, {})):
+            blocks.append(b)
+            n += b.num_rows
+        if n >= limit:
+            break
+    rates["read_validate"] = n / (clock() - t)
+    featurize(blocks[0].slice(0, 10), feature_spec(cfg), None)  # load the compiled kernels
+    t = clock()
+    feats = [featurize(b, feature_spec(cfg), None) for b in blocks]
+    rates["features"] = n / (clock() - t)
+    table = pa.concat_tables(feats).filter(pc.equal(pa.concat_tables(feats).column("status"), "ok"))
+    t = clock()
+    exact = exact_partition(table.select(["uid", "exact_hash", "pkey", "bands"]))
+    survivors = exact.filter(pc.is_null(exact.column("dup_of")))
+    bucket_partition(explode_bands(survivors), all_pairs_max=64, anchors=4)
+    rates["dedup_keys"] = n / (clock() - t)
+    t = clock()
+    samples = [
+        tokenize_block(
+            b.select(["uid", "record", "split_hash"]),
+            tokenizer_url=join(out, "tokenizer"),
+            storage_options={},
+            seq_len=seq_len,
+            truncation="left",
+            eval_threshold=0.0,
+        )
+        for b in table.to_batches(max_chunksize=2000)
+    ]
+    rates["tokenize"] = n / (clock() - t)
+    sft = pa.concat_tables(samples)
+    sft = sft.filter(
+        pc.and_(pc.equal(sft.column("kind"), "sft"), pc.is_null(sft.column("drop_reason")))
+    )
+    t = clock()
+    pack_documents(
+        [np.asarray(x.values) for x in sft.column("tokens")],
+        [np.asarray(x.values) for x in sft.column("mask")],
+        sft.column("key").to_pylist(),
+        seq_len=seq_len,
+        pad_id=0,
+        seed=0,
+    )
+    rates["pack_sft"] = n / (clock() - t)
+    return rates
+
+
 def exponent(sizes: list[int], seconds: list[float]) -> float:
     xs, ys = [math.log(s) for s in sizes], [math.log(t) for t in seconds]
     mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
@@ -133,6 +204,7 @@ def main() -> int:
         )
         print(json.dumps(runs[-1]), flush=True)
     ray.shutdown()
+    rates = cpu_rates(url, os.path.join(tmp, f"out-{sizes[-1]}"))
     fit = [r for r in runs if r["records"] > 1200] if len(runs) > 2 else runs
     b = exponent([r["records"] for r in fit], [r["seconds"] for r in fit])
     largest = runs[-1]
@@ -149,6 +221,7 @@ def main() -> int:
         "wall_time_exponent": b,
         "exponent_from_records": [r["records"] for r in fit],
         "per_core_records_per_s_at_largest": per_core,
+        "cpu_records_per_s_by_kernel": rates,
         "peak_worker_memory_growth": memory_growth,
         "workers": 2,
         "cores": cores,

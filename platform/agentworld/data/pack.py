@@ -35,21 +35,30 @@ def best_fit_decreasing(
     lengths: list[int], keys: list[str], capacity: int, *, split_min: int = 0
 ) -> list[list[Piece]]:
     """Rows as lists of document pieces; each document goes to the fullest row it fits
-    in, longest documents first (cut to fill a row only when ``split_min`` allows)."""
+    in, longest documents first (cut to fill a row only when ``split_min`` allows).
+    Rows are kept sorted by (free space, row) so each choice is a bisection."""
+    import bisect
+
     order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], keys[i]))
     bins: list[list[Piece]] = []
-    free: list[int] = []  # free space per row
+    by_free: list[tuple[int, int]] = []  # (free space, row), sorted
     for i in order:
         start, n = 0, lengths[i]
         if n > capacity and not split_min:
             raise ValueError(f"document {keys[i]!r} has {n} tokens, more than {capacity}")
         while start < n:
-            b, take = _place(free, n - start, capacity, split_min)
-            if b == len(bins):
+            rest = n - start
+            at = bisect.bisect_left(by_free, (rest, -1))  # the fullest row it fits in
+            if at == len(by_free) and split_min and by_free and by_free[-1][0] >= split_min:
+                at = bisect.bisect_left(by_free, (by_free[-1][0], -1))  # most free space
+            if at < len(by_free):
+                free, b = by_free.pop(at)
+            else:
+                free, b = capacity, len(bins)
                 bins.append([])
-                free.append(capacity)
+            take = min(rest, free)
             bins[b].append((i, start, start + take))
-            free[b] -= take
+            bisect.insort(by_free, (free - take, b))
             start += take
     return bins
 
@@ -134,18 +143,6 @@ def pack_rows(
         return bfd
     mbs = minimum_bin_slack(lengths, keys, capacity)
     return mbs if len(mbs) < len(bfd) else bfd
-
-
-def _place(free: list[int], rest: int, capacity: int, split_min: int) -> tuple[int, int]:
-    """(row, tokens to put there) for the rest of a document; row == len(free) opens one."""
-    room = np.asarray(free, dtype=np.int64)
-    fits = np.flatnonzero(room >= rest)
-    if fits.size:
-        return int(fits[np.argmin(room[fits])]), rest
-    if split_min and room.size and room.max() >= split_min:
-        b = int(np.argmax(room))
-        return b, int(room[b])
-    return len(free), min(rest, capacity)
 
 
 def pack_documents(
