@@ -14,13 +14,20 @@ import uuid
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, settings
 
 from agentworld.sim import SimAPIError, SimClient, SimEnv
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.slow
 
-KEYS = {"team-a": "sk-team-a-0001", "team-b": "sk-team-b-0002", "team-c": "sk-team-c-0003"}
+KEYS = {
+    "team-a": "sk-team-a-0001",
+    "team-b": "sk-team-b-0002",
+    "team-c": "sk-team-c-0003",
+    "team-d": "sk-team-d-0004",  # the fuzzer's and the metrics test's own team
+}
+TIMEOUT_S = 20  # limits.request_timeout_s: a 12-token step takes well under 1 s
 MODEL = "agentworld"
 
 
@@ -50,7 +57,9 @@ def sim_url(ray_cluster, tiny_checkpoint, tmp_path_factory):
         rate_per_minute=100_000,
         max_request_bytes=16 * 1024,
         team_rate_per_minute={"team-c": 1},
+        request_timeout_s=TIMEOUT_S,
     )
+    args["ingress_replicas"] = 2  # any replica serves any session (the store is shared)
     args["store_name"] = f"sim-test-{uuid.uuid4().hex[:8]}"
     args["storage_url"] = str(tmp_path_factory.mktemp("sim-sessions"))
     port = _free_port()
@@ -81,6 +90,14 @@ def _http(
 def _env(url: str, team: str = "team-a", **kwargs) -> SimEnv:
     kwargs.setdefault("environment", "bash 5.2 in /home/user")
     return SimEnv(url, KEYS[team], "terminal", sampling={"max_tokens": 12}, **kwargs)
+
+
+def _stepped_session(url: str) -> tuple[SimEnv, dict]:
+    """A team-a session one step in, and how it reads."""
+    env = _env(url)
+    env.reset()
+    env.step("ls")
+    return env, env.client.get_session(env.session_id)
 
 
 def test_openai_client_gets_a_completion(sim_url):
@@ -253,3 +270,301 @@ def test_sessions_survive_a_replica_restart(sim_url, ray_cluster):
         ("pwd", observation),
     ]
     env.close()
+
+
+def _engine_core_pids() -> list[int]:
+    """The vLLM engine-core processes of this session's cluster (descendants of this
+    test process, so never another run's engine on the same machine)."""
+    import os
+
+    import psutil
+
+    found = []
+    for proc in psutil.Process(os.getpid()).children(recursive=True):
+        try:
+            if "EngineCore" in proc.name() or "EngineCore" in " ".join(proc.cmdline()):
+                found.append(proc.pid)
+        except psutil.Error:
+            pass
+    return found
+
+
+def test_model_timeout_is_a_504_and_stores_nothing(sim_url):
+    """The engine stops answering (its process is stopped, SIGSTOP): the step gets a 504
+    JSON error after limits.request_timeout_s, the session keeps its turns, and once the
+    engine runs again the session steps on."""
+    import os
+    import signal
+
+    env, before = _stepped_session(sim_url)
+    pids = _engine_core_pids()
+    assert pids, "no vLLM engine-core process found under this test session"
+    step = f"/v1/sessions/{env.session_id}/step"
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        t0 = time.monotonic()
+        status, body, _ = _http(sim_url, "POST", step, b'{"action": "pwd"}', key=KEYS["team-a"])
+        waited = time.monotonic() - t0
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
+    assert status == 504 and body["error"]["code"] == "timeout", body
+    assert waited >= TIMEOUT_S
+    assert env.client.get_session(env.session_id) == before
+    assert env.step("pwd")[4]["turn"] == 2
+    env.close()
+
+
+def test_two_racing_steps_one_lands_the_others_get_409(sim_url):
+    """Steps of one session sent at once: each is computed from the session as read, so
+    all but those that find it unmoved are refused with a 409 JSON error, and the
+    session holds exactly the steps that were answered 200."""
+    env = _env(sim_url)
+    env.reset()
+    step = f"/v1/sessions/{env.session_id}/step"
+    start = threading.Barrier(4)
+    results: dict[int, tuple] = {}
+
+    def fire(i: int) -> None:
+        start.wait()
+        body = json.dumps({"action": f"echo racer-{i}", "sampling": {"max_tokens": 12}}).encode()
+        results[i] = _http(sim_url, "POST", step, body, key=KEYS["team-a"])
+
+    threads = [threading.Thread(target=fire, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    codes = sorted(r[0] for r in results.values())
+    assert set(codes) <= {200, 409} and 409 in codes and 200 in codes, codes
+    assert all(r[1]["error"]["code"] == "concurrent_step" for r in results.values() if r[0] == 409)
+    won = {f"echo racer-{i}" for i, r in results.items() if r[0] == 200}
+    turns = env.history()
+    assert {t["action"] for t in turns} == won and len(turns) == len(won)
+    env.close()
+
+
+def _metric(text: str, name: str, **labels: str) -> float:
+    """Sum of a metric's samples whose labels include ``labels``, from Prometheus text."""
+    import re
+
+    total = 0.0
+    # Greedy up to the last "} ": label values such as "/v1/sessions/{id}" hold braces.
+    for m in re.finditer(rf"^(?:ray_)?{name}\{{(.*)\}} ([0-9.e+-]+)$", text, re.M):
+        found = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
+        if all(found.get(k) == v for k, v in labels.items()):
+            total += float(m.group(2))
+    return total
+
+
+def test_requests_are_counted_in_metrics(sim_url, ray_cluster):
+    """agentworld_sim_requests counts each request by route template, team and status;
+    the latency histogram counts them by route: read from the node's Prometheus export."""
+    port = ray_cluster._private.worker.global_worker.node.metrics_export_port
+    url = f"http://127.0.0.1:{port}/metrics"
+    client = SimClient(sim_url, KEYS["team-d"])
+    sid = client.create_session("terminal", environment="bash")["id"]
+
+    def read() -> tuple[float, float, float]:
+        text = urllib.request.urlopen(url, timeout=30).read().decode()
+        route = {"route": "/v1/sessions/{id}", "team": "team-d"}
+        return (
+            _metric(text, "agentworld_sim_requests_total", **route, status="200"),
+            _metric(text, "agentworld_sim_requests_total", **route, status="404"),
+            _metric(text, "agentworld_sim_request_latency_s_count", route="/v1/sessions/{id}"),
+        )
+
+    before = _wait_for_metrics(read, lambda v: True)
+    for _ in range(3):
+        client.get_session(sid)
+    _http(sim_url, "GET", "/v1/sessions/sess-nope", key=KEYS["team-d"])
+    after = _wait_for_metrics(read, lambda v: v[0] >= before[0] + 3 and v[1] >= before[1] + 1)
+    assert after[0] - before[0] == 3 and after[1] - before[1] == 1
+    assert after[2] - before[2] >= 4  # by route only: other teams' calls count there too
+    client.delete_session(sid)
+
+
+def _wait_for_metrics(read, ready, timeout_s: float = 90):
+    """Metrics reach the export every few seconds: poll until ``ready``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        values = read()
+        if ready(values) or time.monotonic() > deadline:
+            return values
+        time.sleep(1)
+
+
+def test_sessions_come_back_from_storage_after_the_store_dies(sim_url, ray_cluster):
+    """The session-store actor is killed (Ray restarts it): it reloads the sessions from
+    storage_url, and both ingress replicas serve them on, turns intact."""
+    env = _env(sim_url)
+    env.reset()
+    first = env.step("ls")[0]
+    before = env.client.get_session(env.session_id)
+    args = yaml.safe_load((ROOT / "serve" / "sim_cpu.yaml").read_text())
+    namespace = args["applications"][0]["args"]["store_namespace"]
+    store = next(
+        a
+        for a in ray_cluster.util.list_named_actors(all_namespaces=True)
+        if a["name"].startswith("sim-test-") and a["namespace"] == namespace
+    )
+    ray_cluster.kill(ray_cluster.get_actor(store["name"], namespace=namespace), no_restart=False)
+    deadline, seen, views = time.monotonic() + 120, set(), []
+    while len(seen) < 2 and time.monotonic() < deadline:
+        try:
+            seen.add(SimClient(sim_url, KEYS["team-a"], timeout_s=15).health()["replica"])
+            views.append(env.client.get_session(env.session_id))
+        except SimAPIError as e:
+            assert e.status == 503, e  # only while the store restarts
+            time.sleep(0.5)
+    assert len(seen) == 2, "both ingress replicas should have answered"
+    assert views and all(v == before for v in views)
+    observation, _, _, _, info = env.step("pwd")
+    assert info["turn"] == 2
+    assert [t["action"] for t in env.history()] == ["ls", "pwd"]
+    assert env.history()[0]["observation"] == first
+    env.close()
+
+
+def _raw(url: str, request: bytes, *, pause_s: float = 0.0, chunks: int = 1) -> tuple[int, bytes]:
+    """Send a hand-made HTTP/1.1 request (in ``chunks`` pieces, ``pause_s`` apart);
+    returns (status, body). Status 0: the server closed the connection unanswered."""
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=120) as sock:
+        size = -(-len(request) // chunks)
+        for i in range(0, len(request), size):
+            sock.sendall(request[i : i + size])
+            time.sleep(pause_s)
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    if not data:
+        return 0, b""
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split(b" ", 2)[1]), body
+
+
+def _request(method: str, path: str, body: bytes = b"", *, key: str | None, **headers) -> bytes:
+    lines = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1", "Connection: close"]
+    if key is not None:
+        lines.append(f"Authorization: Bearer {key}")
+    lines += [f"{k.replace('_', '-')}: {v}" for k, v in headers.items()]
+    if "Content_Length" not in headers:
+        lines.append(f"Content-Length: {len(body)}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+def test_hostile_requests_get_4xx_json_and_change_no_session(sim_url):
+    """Wrong, missing and other teams' keys, malformed JSON, wrong content types,
+    oversize and lying bodies, huge headers and a slow body: never a 5xx, a JSON error
+    wherever the simulator answers, and the session exactly as it was."""
+    env, before = _stepped_session(sim_url)
+    sid, key = env.session_id, KEYS["team-a"]
+    step = f"/v1/sessions/{sid}/step"
+    hostile = {
+        "no key": _request("POST", step, b'{"action": "id"}', key=None),
+        "empty key": _request("POST", step, b'{"action": "id"}', key=""),
+        "other team": _request("POST", step, b'{"action": "id"}', key=KEYS["team-b"]),
+        "other team deletes": _request("DELETE", f"/v1/sessions/{sid}", key=KEYS["team-b"]),
+        "id traversal": _request("GET", f"/v1/sessions/..%2F{sid}", key=KEYS["team-b"]),
+        "truncated JSON": _request("POST", step, b'{"action": "id', key=key),
+        "invalid UTF-8": _request("POST", step, b'{"action": "\xff\xfe"}', key=key),
+        "NUL in JSON": _request("POST", step, b'{"action": "\x00"}', key=key),
+        "JSON array": _request("POST", step, b'["id"]', key=key),
+        "deep JSON": _request(
+            "POST", step, b'{"action": ' + b"[" * 5000 + b"]" * 5000 + b"}", key=key
+        ),
+        "form body": _request(
+            "POST", step, b"action=id", key=key, Content_Type="application/x-www-form-urlencoded"
+        ),
+        "xml body": _request(
+            "POST", step, b"<action>id</action>", key=key, Content_Type="application/xml"
+        ),
+        "multipart": _request(
+            "POST",
+            step,
+            b"--b\r\n\r\nid\r\n--b--",
+            key=key,
+            Content_Type="multipart/form-data; boundary=b",
+        ),
+        "oversize": _request("POST", step, b'{"action": "' + b"x" * 40_000 + b'"}', key=key),
+        "declared oversize": _request("POST", step, b"{}", key=key, Content_Length="10000000"),
+        "huge header": _request("POST", step, b'{"action": "id"}', key=key, X_Junk="j" * 200_000),
+        "many headers": _request(
+            "GET", f"/v1/sessions/{sid}", key=KEYS["team-b"], **{f"X_H{i}": "v" for i in range(500)}
+        ),
+    }
+    answers = {name: _raw(sim_url, req) for name, req in hostile.items()}
+    # A slow body (a byte every 50 ms), malformed: the server waits it out, then refuses.
+    answers["slow body"] = _raw(
+        sim_url, _request("POST", step, b'{"action": "id",,}', key=key), pause_s=0.05, chunks=60
+    )
+    wrong = {
+        name: (status, body[:300])
+        for name, (status, body) in answers.items()
+        if not (status == 0 or 400 <= status < 500) or (status and not _error_code(body))
+    }
+    assert wrong == {}
+    assert env.client.get_session(sid) == before
+    assert SimClient(sim_url, KEYS["team-b"]).list_sessions() == []
+    env.close()
+
+
+def _error_code(body: bytes) -> str | None:
+    try:
+        return json.loads(body)["error"]["code"]
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+@pytest.fixture(scope="module")
+def sim_schema(sim_url):
+    import schemathesis
+
+    return schemathesis.openapi.from_url(f"{sim_url}/openapi.json")
+
+
+@pytest.fixture(scope="module")
+def sentinel(sim_url):
+    """A session of team-a that the fuzzer (team-d) must never change."""
+    env, before = _stepped_session(sim_url)
+    yield env, before
+    env.close()
+
+
+def test_session_api_fuzzed_from_its_openapi_schema(sim_url, sim_schema, sentinel):
+    """schemathesis generates requests for every session route from the published
+    schema, valid and invalid (bodies, odd ids and parameters), sent as team-d: never
+    a 5xx, every error a JSON error, another team's session untouched."""
+    from hypothesis import given
+    from hypothesis import strategies as st
+    from schemathesis import GenerationMode
+
+    ops = [r.ok() for r in sim_schema.include(path_regex="^/v1/sessions").get_all_operations()]
+    assert {(o.method, o.path) for o in ops} >= {
+        ("post", "/v1/sessions"),
+        ("post", "/v1/sessions/{session_id}/step"),
+    }
+    modes = (GenerationMode.POSITIVE, GenerationMode.NEGATIVE)
+    cases = st.one_of([o.as_strategy(generation_mode=m) for o in ops for m in modes])
+    statuses: dict[int, int] = {}
+    wrong: list = []
+
+    @settings(
+        max_examples=150, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+    )
+    @given(case=cases)
+    def send(case) -> None:
+        headers = {"Authorization": f"Bearer {KEYS['team-d']}"}
+        response = case.call(base_url=sim_url, headers=headers, timeout=120)
+        code = response.status_code
+        statuses[code] = statuses.get(code, 0) + 1
+        if code >= 500 or (code >= 400 and not _error_code(response.content)):
+            wrong.append((case.method, case.formatted_path, str(case.body)[:200], code))
+
+    send()
+    print(f"\nschemathesis: {sum(statuses.values())} requests, statuses {sorted(statuses.items())}")
+    assert wrong == []
+    env, before = sentinel
+    assert env.client.get_session(env.session_id) == before
