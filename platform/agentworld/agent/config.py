@@ -56,7 +56,7 @@ class LimitsConfig:
 
     max_turns: int = 4
     """Agent actions per episode (the final answer included)."""
-    max_tokens: int = 896
+    max_tokens: int = 3584
     """Tokens of the agent's whole context (prompt, actions, observations)."""
     max_wall_s: float = 120.0
     """Wall-clock seconds per episode."""
@@ -86,7 +86,7 @@ class SimConfig:
     """Sampling temperature of simulated observations (siblings differ only where their
     action prefixes do, see ``consistent``)."""
     max_new_tokens: int = 96
-    max_model_len: int = 1024
+    max_model_len: int = 4096
     gpu_memory_utilization: float = 0.2
     tensor_parallel_size: int = 1
     dtype: str = "float32"
@@ -119,7 +119,8 @@ def _agent_rl() -> RLConfig:
         contexts_per_step=2,
         group_size=4,
         max_steps=3,
-        rollout=RolloutConfig(max_new_tokens=48, max_prompt_tokens=960, max_model_len=1024),
+        # mcp-server-git's tool list alone is 1-3k tokens for a tiny corpus-trained BPE.
+        rollout=RolloutConfig(max_new_tokens=48, max_prompt_tokens=4000, max_model_len=4096),
         learner=LearnerConfig(learning_rate=1e-3),
         checkpoint_every=100,
         call_timeout_s=900,
@@ -145,7 +146,7 @@ class AgentConfig:
     """Supervised steps on demonstration actions before RL (through the RL learner): on
     the tiny model 4 steps took the actions' NLL from 6.6 to 5.5, 60 steps to 0.55."""
     demo_batch: int = 8
-    demo_max_tokens: int = 640
+    demo_max_tokens: int = 2048
     """Demonstrations are cut to this many tokens."""
     eval_temperature: float = 0.0
     """Sampling temperature of the agent at evaluation (0: greedy)."""

@@ -169,7 +169,7 @@ def demonstrations(ctx: Context) -> tuple[list[Any], float]:
     oracle episodes' success share in the real environment (a check of the checkers)."""
     from agentworld.agent.demos import episode_transcript, trajectory_transcripts
     from agentworld.agent.episodes import replay
-    from agentworld.io import read_records
+    from agentworld.io import join, read_records
 
     out = []
     if ctx.job.data:
@@ -185,6 +185,7 @@ def demonstrations(ctx: Context) -> tuple[list[Any], float]:
             )
         )
     out += [episode_transcript(ep, ctx.renderer) for ep in oracle]
+    _jsonl(join(ctx.job.out, "episodes", "oracle-real.jsonl"), [e.to_dict() for e in oracle])
     if not out:
         raise ValueError("no demonstrations: give --data or tasks with solutions")
     return out, (sum(e.success for e in oracle) / len(oracle) if oracle else None)

@@ -136,7 +136,9 @@ class EngineWorld:
         for m in conversations:
             if len(self.prompts) < self._keep:
                 self.prompts.append(m)
-        limit = self.cfg.max_model_len - self.cfg.max_new_tokens
+        # A shared engine may have a shorter window than the config says: take the smaller.
+        window = min(self.cfg.max_model_len, self.llm.llm_engine.model_config.max_model_len)
+        limit = window - self.cfg.max_new_tokens
         prompts = []
         for m in conversations:
             ids = chat_ids(self.tokenizer, m)
