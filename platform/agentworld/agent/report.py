@@ -140,6 +140,7 @@ def charts(report: dict[str, Any], out_dir: str) -> list[str]:
             ax.bar([x + i * width for x in range(len(families))], vals, width, label=agent)
         ax.set_xticks([x + 0.4 - width / 2 for x in range(len(families))], families)
         ax.set_ylabel("%")
+        ax.set_ylim(0, 100)  # a row of zeros must still read as 0 %
         ax.set_title(title)
         ax.legend(fontsize=8)
         fig.tight_layout()
