@@ -14,8 +14,16 @@ def debug_cpu() -> Recipe:
     split between them (expert parallel size 2): tests, the demo. Sequences of 1024
     tokens: the longest environment the collectors record (mcp-server-git's twelve
     tools, about 460 tokens once compacted) leaves room for a turn and its history; at
-    512 prepare dropped every MCP sample."""
-    return Recipe(name="debug_cpu", train=TrainConfig(expert_parallel_size=2, seq_len=1024))
+    512 prepare dropped every MCP sample. RL takes prompts as long as SFT trains on
+    (at 768 it left out a third of the contexts, the MCP and SWE ones)."""
+    from agentworld.rl.config import RLConfig, RolloutConfig
+
+    rollout = RolloutConfig(max_prompt_tokens=1024, max_model_len=1024 + 64)
+    return Recipe(
+        name="debug_cpu",
+        train=TrainConfig(expert_parallel_size=2, seq_len=1024),
+        rl=RLConfig(rollout=rollout),
+    )
 
 
 def small_cpu() -> Recipe:
