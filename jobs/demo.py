@@ -8,6 +8,8 @@ vLLM CPU build. Runs the whole pipeline on a small corpus it records itself:
   rl        -> <out>/rl         GRPO with vLLM rollouts and rule rewards (--skip-rl: none)
   evaluate  -> <out>/eval       sim-vs-real fidelity on held-out turns, beside baselines
   serve     -> <out>/serve      the simulator API on Ray Serve, every route checked once
+  agent     -> <out>/agent      agents trained in the simulator and in the real environment,
+                                judged in the real one (--skip-agent: none)
   report    -> <out>/report     index.html and report.md (also: python jobs/report.py)
 
 The console shows one line per stage start and end plus progress; each stage's own
@@ -42,6 +44,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-items", type=int, help="held-out turns to evaluate (default: all)")
     p.add_argument("--skip-rl", action="store_true", help="leave out the RL stage")
     p.add_argument("--skip-serve", action="store_true", help="leave out the Serve check")
+    p.add_argument("--skip-agent", action="store_true", help="leave out the agent stage")
     p.add_argument("--num-cpus", type=int, default=4, help="logical CPUs of the local cluster")
     return p.parse_args(argv)
 
@@ -74,6 +77,9 @@ def plan(args: argparse.Namespace) -> list:
         plan.append(
             ("serve", f"{out}/serve", ("--model", policy, "--smoke", "--out", f"{out}/serve"))
         )
+    if not args.skip_agent:
+        plan.append(("agent", f"{out}/agent", ("train", *recipe, "--world-model", policy,
+                                               "--data", f"{out}/raw", "--out", f"{out}/agent")))  # fmt: skip
     return [Stage(name=n, done_url=d, argv=a) for n, d, a in plan]
 
 

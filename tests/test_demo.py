@@ -27,7 +27,8 @@ STAGES = {
     "evaluate": "eval/score",
     "serve": "serve",
 }
-DEMO = ["--episodes", "16", "--max-steps", "4", "--max-items", "12"]
+# The agent stage has its own short run in tests/test_agent_run.py; CI's time is spent once.
+DEMO = ["--episodes", "16", "--max-steps", "4", "--max-items", "12", "--skip-agent"]
 
 
 def run_demo(rel_out: str) -> subprocess.CompletedProcess:
