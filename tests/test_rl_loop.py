@@ -2,8 +2,11 @@
 Ray actors in a placement group, on contexts from the collected corpus.
 
 One set of workers serves the module (starting vLLM and DeepSpeed is the cost): a short
-run that is stopped and resumed from its checkpoint and raises the mean rule reward,
-the weight sync checked against the learner's log-probabilities, and the job's CLI.
+run with the default reward mix (format as a gate) and learning rate that is stopped and
+resumed from its checkpoint, whose mechanics are checked (every reward component
+reported per step, the weights move, engine and learner log-probabilities agree after
+the last sync); the weight sync on its own; the job's CLI. Whether RL raises fidelity is
+a claim of bench/bench_fidelity.py, not of a 10-step test.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import numpy as np
 import pytest
 
 from agentworld.recipes import ConfigError, get_recipe
-from agentworld.rl.config import LearnerConfig, RewardSpec, RLConfig, RolloutConfig
+from agentworld.rl.config import DEFAULT_REWARDS, LearnerConfig, RLConfig, RolloutConfig
 
 pytestmark = pytest.mark.slow
 
@@ -25,20 +28,14 @@ RL = RLConfig(
     group_size=8,
     max_steps=STEPS,
     seed=0,
-    rewards=(
-        # Format as an added term: on this 10-step run it gives a steadier signal than the
-        # default format gate, whose combination test_rl_rewards checks on its own.
-        RewardSpec(name="format", weight=0.5),
-        RewardSpec(name="char_f1", weight=0.5),
-        RewardSpec(name="fixed_lines", weight=0.2),
-        RewardSpec(name="json", weight=0.2),
-    ),
+    # rewards and learner.learning_rate: the defaults, the configuration runs use.
     rollout=RolloutConfig(max_new_tokens=64, max_prompt_tokens=512, max_model_len=1024),
-    learner=LearnerConfig(learning_rate=1e-3),
     checkpoint_every=2,
     keep_checkpoints=2,
     call_timeout_s=600,  # a stuck actor fails its test instead of stalling the session
 )
+COMPONENTS = ("format", "char_f1", "fixed_lines")
+"""Reward components every step reports (json applies only where the observation is JSON)."""
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +114,7 @@ def _probe(tokenizer) -> list[int]:
     return tokenizer(tokenizer.apply_chat_template(messages, tokenize=False))["input_ids"]
 
 
-def test_short_run_resumes_and_raises_the_rule_reward(rl_inputs, recipe, workers):
+def test_short_run_resumes_with_the_default_reward_mix(rl_inputs, recipe, workers):
     from agentworld.io import read_manifest
     from agentworld.model import load_tokenizer
     from agentworld.rl import checkpoint
@@ -125,6 +122,10 @@ def test_short_run_resumes_and_raises_the_rule_reward(rl_inputs, recipe, workers
     from agentworld.rl.run import run_rl
 
     data, init, root = rl_inputs
+    assert RL.rewards == DEFAULT_REWARDS and RL.learner == LearnerConfig()
+    assert any(r.name == "format" and r.gate for r in RL.rewards)
+    probe = _probe(load_tokenizer(init))
+    initial = np.array(workers.learners.logprobs(probe))
     out = str(root / "run")
     stopped = run_rl(
         data_url=data, init_url=init, out_url=out, recipe=recipe, workers=workers, stop_after=STOP
@@ -133,7 +134,6 @@ def test_short_run_resumes_and_raises_the_rule_reward(rl_inputs, recipe, workers
     assert checkpoint.complete_steps(out) == [4, 5]  # every 2 and at the stop; keep 2
 
     # The checkpoint really restores the learner: disturb it, load, compare.
-    probe = _probe(load_tokenizer(init))
     saved = np.array(workers.learners.logprobs(probe))
     rng = np.random.default_rng(0)
     junk = TrainBatch(
@@ -150,16 +150,21 @@ def test_short_run_resumes_and_raises_the_rule_reward(rl_inputs, recipe, workers
     manifest = run_rl(data_url=data, init_url=init, out_url=out, recipe=recipe, workers=workers)
     rows = [json.loads(line) for line in open(f"{out}/metrics.jsonl")]
     assert [r["step"] for r in rows] == list(range(STEPS))
-    rules = [r["reward/rules"] for r in rows]
-    first, last = float(np.mean(rules[:3])), float(np.mean(rules[-3:]))
-    print(f"\nmean rule reward per step: {[round(x, 3) for x in rules]}")
-    print(f"first 3 steps {first:.3f} -> last 3 steps {last:.3f}")
+    print(f"\nmean rule reward per step: {[round(r['reward/rules'], 3) for r in rows]}")
     for key in ("reward/format", "reward/char_f1", "rollout/response_len", "learner/entropy"):
         print(f"{key}: {rows[0][key]:.3f} -> {rows[-1][key]:.3f}")
     print(f"weight sync share of step time: {np.mean([r['time/sync_share'] for r in rows]):.1%}")
-    assert last > first
+    for r in rows:  # every component, every step, on its 0..1 scale
+        for name in COMPONENTS:
+            assert 0.0 <= r[f"reward/{name}"] <= 1.0, (r["step"], name)
+        assert 0.0 <= r["reward/rules"] <= r["reward/format"] + 1e-9  # the gate bounds it
     for key in ("adv/std", "learner/kl", "learner/entropy", "time/rollout_s", "time/sync_s"):
         assert all(key in r for r in rows)
+    assert any(r["adv/std"] > 0 for r in rows)  # some group had a signal to learn from
+    final = np.array(workers.learners.logprobs(probe))
+    assert np.abs(final - initial).max() > 1e-4  # the updates moved the weights
+    # The engines sample from the learner's weights: synced after the last step.
+    np.testing.assert_allclose(workers.rollout.prompt_logprobs(probe)[0], final, atol=2e-3)
     assert manifest["status"] == "complete" and manifest["counts"]["steps"] == STEPS
     assert read_manifest(out)["outputs"]["hf"].endswith("hf")
     assert checkpoint.complete_steps(out) == [8, 10]
