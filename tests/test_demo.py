@@ -6,6 +6,7 @@ run skips every stage."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -41,6 +42,15 @@ def run_demo(rel_out: str) -> subprocess.CompletedProcess:
     )
 
 
+def failure_story(done: subprocess.CompletedProcess) -> str:
+    """The console, and the end of the log the console points at for a failed stage."""
+    story = done.stdout[-3000:] + done.stderr[-2000:]
+    logs = re.findall(r"\[pipeline\] see (\S+\.log)", done.stdout)
+    if logs and Path(logs[-1]).is_file():
+        story += f"\n--- end of {logs[-1]}:\n" + Path(logs[-1]).read_text()[-4000:]
+    return story
+
+
 @pytest.fixture(scope="module")
 def demo_run():
     """(relative --out, absolute run dir, first run's console) of one reduced demo."""
@@ -53,7 +63,7 @@ def demo_run():
 def test_demo_runs_every_stage_from_a_relative_out(demo_run):
     rel, run, first = demo_run
     console = first.stdout
-    assert first.returncode == 0, console[-3000:] + first.stderr[-3000:]
+    assert first.returncode == 0, failure_story(first)
     for stage, sub in STAGES.items():
         m = read_manifest(str(run / sub))
         assert m and m["status"] == "complete", f"{stage}: {m}"
@@ -114,7 +124,7 @@ def test_second_demo_run_skips_every_stage(demo_run):
     rel, _, first = demo_run
     assert first.returncode == 0
     second = run_demo(rel)
-    assert second.returncode == 0, second.stdout[-3000:]
+    assert second.returncode == 0, failure_story(second)
     for stage in STAGES:
         assert f"[pipeline] {stage}: complete in" in second.stdout, second.stdout
     assert "started:" not in second.stdout, second.stdout
