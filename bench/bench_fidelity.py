@@ -1,0 +1,261 @@
+"""Bench: does the world model simulate? Fidelity on held-out real turns, per domain,
+against the two parameter-free baselines, measured in one run.
+
+1. Record a corpus over the four recorded domains (terminal, mcp, swe, search), every
+   episode with its own user, host, prompt, directories, time zone and width.
+2. prepare -> cpt -> sft -> rl (the default reward mix: format as a gate) with the
+   ``small_cpu`` recipe, through the jobs the pipeline runs.
+3. Score held-out turns per domain: the SFT model, the RL model, ``copy_previous`` and
+   ``retrieval`` (BM25 over the training split), all with the same rule metrics.
+4. An AgentWorldBench-rows check beyond the collector's sandbox: real terminal sessions
+   recorded with settings the collector never draws (user, host, prompt, directories,
+   time zone), written as AgentWorldBench rows and scored the same way.
+
+Goals: after SFT the model beats the best baseline (char F1) on every domain; after RL
+held-out char F1 is at least SFT's.
+
+Run:  python bench/bench_fidelity.py [--quick]   (writes bench/results/fidelity.json;
+      the full size takes about 40 minutes on a 2-core machine, --quick a few)
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib.util
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _quick import parse_sized
+from _results import goal, write_result
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "platform"))
+os.environ.setdefault("WANDB_MODE", "offline")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+DOMAINS = ("terminal", "mcp", "swe", "search")
+QUICK = {
+    "episodes": 24,
+    "recipe": "debug_cpu",
+    "cpt_steps": 20,
+    "sft_steps": 30,
+    "rl_steps": 2,
+    "sessions": 3,
+}
+
+
+def load_job(name: str):
+    spec = importlib.util.spec_from_file_location(f"job_{name}", ROOT / "jobs" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def run_job(name: str, argv: list[str], timings: dict[str, float]) -> None:
+    t0 = time.time()
+    print(f"[bench_fidelity] {name}: {' '.join(argv)}", flush=True)
+    rc = load_job(name).main(argv)
+    if rc:
+        raise SystemExit(f"{name} failed with exit code {rc}")
+    timings[name] = timings.get(name, 0.0) + time.time() - t0
+
+
+def pipeline(out: str, a: argparse.Namespace, timings: dict[str, float]) -> None:
+    """collect -> prepare -> cpt -> sft -> rl, as jobs/demo.py runs them."""
+    r = ["--recipe", a.recipe]
+    run_job("collect", ["--out", f"{out}/raw", "--domains", ",".join(DOMAINS),
+                        "--episodes", str(a.episodes), "--seed", "0", *r], timings)  # fmt: skip
+    run_job("prepare", ["--input", f"{out}/raw", "--out", f"{out}/prepared", *r,
+                        "--data", "progress_bars=False"], timings)  # fmt: skip
+    run_job("cpt", ["--data", f"{out}/prepared", "--out", f"{out}/cpt", *r,
+                    "--train", f"max_steps={a.cpt_steps}"], timings)  # fmt: skip
+    run_job("sft", ["--data", f"{out}/prepared", "--init", f"{out}/cpt/hf", "--out", f"{out}/sft",
+                    *r, "--train", f"max_steps={a.sft_steps}"], timings)  # fmt: skip
+    run_job("rl", ["--data", f"{out}/prepared", "--init", f"{out}/sft/hf", "--out", f"{out}/rl",
+                   *r, "--max-steps", str(a.rl_steps), "--no-wandb"], timings)  # fmt: skip
+
+
+def heldout(out: str, policy: str, a: argparse.Namespace, timings: dict[str, float]) -> dict:
+    """The fidelity command of the demo's evaluate stage, on one policy."""
+    run_job("evaluate", ["--recipe", a.recipe, "fidelity", "--input", f"{out}/prepared/samples/sft",
+                         "--format", "samples", "--model", f"{out}/{policy}/hf",
+                         "--out", f"{out}/eval-{policy}", "--name", policy], timings)  # fmt: skip
+    return json.loads(Path(out, f"eval-{policy}", "score", "summary.json").read_text())
+
+
+# Settings the collector never draws (agentworld.collect.variety's pools hold none of
+# them): another user, host, prompt style, directory layout, time zone and width.
+def unseen_settings():
+    from agentworld.collect.variety import DEFAULT
+
+    return [
+        dataclasses.replace(
+            DEFAULT, user="zoe", host="prod-db-1", home="/home/zoe", workdir="/home/zoe/deploy",
+            prompt="zoe@prod-db-1:\\w# ", timezone="Pacific/Auckland", columns=90,
+        ),
+        dataclasses.replace(
+            DEFAULT, user="lukas", host="ci-runner-42", home="/srv/lukas",
+            workdir="/srv/lukas/checkout/app", prompt="lukas in \\W > ",
+            timezone="America/Chicago", columns=110,
+        ),
+        dataclasses.replace(
+            DEFAULT, user="wen", host="gpu07", home="/workspace/wen", workdir="/workspace/wen",
+            prompt="(base) wen@gpu07:\\w$ ", timezone="Asia/Shanghai", columns=150,
+        ),
+    ]  # fmt: skip
+
+
+def record_sessions(n: int, path: str) -> int:
+    """Real terminal sessions with unseen settings, written as AgentWorldBench rows."""
+    from agentworld.collect import CollectConfig
+    from agentworld.collect.env import Workspace
+    from agentworld.collect.episode import EpisodeSpec, draw_task
+    from agentworld.collect.terminal import TerminalEnvironment
+    from agentworld.io import write_jsonl
+    from agentworld.schema import Trajectory, trajectory_to_rows
+
+    config, settings, rows = CollectConfig(), unseen_settings(), []
+    with Workspace(config) as ws:
+        for i in range(n):
+            task = draw_task(EpisodeSpec(index=i, domain="terminal", seed=7777), config)
+            v = settings[i % len(settings)]
+            task = dataclasses.replace(task, state={**task.state, "variety": v.to_dict()})
+            env = TerminalEnvironment(ws)
+            try:
+                environment, turns = env.reset(task), []
+                script = task.script()
+                action = next(script)
+                while len(turns) < config.max_turns and not env.ended:
+                    turns.append(env.step(action))
+                    try:
+                        action = script.send(turns[-1])
+                    except StopIteration:
+                        break
+            finally:
+                env.close()
+            traj = Trajectory(
+                id=f"awb-unseen-{i}", domain="terminal", source="bench/unseen-settings",
+                environment=environment, turns=tuple(turns),
+            )  # fmt: skip
+            rows += trajectory_to_rows(traj)
+    write_jsonl(path, rows)
+    return len(rows)
+
+
+def awb_check(out: str, policy: str, recipe: str) -> dict:
+    """Score ``policy`` on the unseen-settings rows; retrieval retrieves from the
+    training split the model was trained on."""
+    from agentworld.evaluate import stages
+    from agentworld.recipes import get_recipe
+
+    run = f"{out}/awb-{policy}"
+    cfg = get_recipe(recipe).evaluate.infer
+    stages.infer_stage(
+        f"{out}/awb", run, cfg, model_url=f"{out}/{policy}/hf", name=policy, fmt="awb", split=None
+    )
+    train = (f"{out}/prepared/samples/sft", "samples")
+    stages.score_stage(run, model=policy, baseline_train=train)
+    print(stages.read_table(run))
+    return json.loads(Path(run, "score", "summary.json").read_text())
+
+
+def figures(summary: dict) -> dict:
+    """Per domain: the model's and each baseline's char F1 / ROUGE-L, and the margin."""
+    out = {}
+    for domain, entry in summary["domains"].items():
+        row = {"items": entry["predictions"]}
+        for metric in ("char_f1", "rouge_l"):
+            row[metric] = entry["rule"][metric]
+            for name, b in summary["baselines"].items():
+                row[f"{name}_{metric}"] = b.get(domain, {}).get("rule", {}).get(metric)
+            m = summary["margin"].get(domain, {}).get(metric)
+            row[f"margin_{metric}"] = m and m["margin"]
+        out[domain] = row
+    return out
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--episodes", type=int, default=400, help="episodes recorded (all domains)")
+    p.add_argument("--recipe", default="small_cpu")
+    p.add_argument("--cpt-steps", type=int, default=100)
+    p.add_argument("--sft-steps", type=int, default=150)
+    p.add_argument("--rl-steps", type=int, default=12)
+    p.add_argument("--sessions", type=int, default=9, help="unseen-settings terminal sessions")
+    p.add_argument("--out", help="run directory (default: a temporary one)")
+    return parse_sized(p, QUICK, argv)
+
+
+def main() -> int:
+    a = parse_args()
+    import ray
+
+    ray.init(
+        num_cpus=4,
+        include_dashboard=False,
+        log_to_driver=False,
+        runtime_env={"env_vars": {"PYTHONPATH": str(ROOT / "platform")}},
+    )
+    timings: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.abspath(a.out or tmp)
+        pipeline(out, a, timings)
+        sft, rl = heldout(out, "sft", a, timings), heldout(out, "rl", a, timings)
+        rows = record_sessions(a.sessions, f"{out}/awb/terminal_test.jsonl")
+        awb = awb_check(out, "rl", a.recipe)
+        report = json.loads(Path(out, "prepared", "report.json").read_text())
+        rl_rows = [
+            json.loads(x) for x in Path(out, "rl", "metrics.jsonl").read_text().splitlines() if x
+        ]
+    ray.shutdown()
+    sft_f, rl_f, awb_f = figures(sft), figures(rl), figures(awb)
+    goals = [
+        goal(
+            f"sft_vs_best_baseline_char_f1_{d}",
+            sft_f[d]["char_f1"] / max(1e-9, sft_f[d]["char_f1"] - sft_f[d]["margin_char_f1"]),
+            ">=",
+            1.0,
+            f"after SFT the model beats copy_previous and retrieval on {d} (char F1)",
+        )
+        for d in DOMAINS
+        if d in sft_f and sft_f[d]["margin_char_f1"] is not None
+    ]
+    goals.append(
+        goal(
+            "rl_vs_sft_char_f1",
+            rl_f["all"]["char_f1"] / max(1e-9, sft_f["all"]["char_f1"]),
+            ">=",
+            1.0,
+            "RL keeps or raises held-out char F1",
+        )
+    )
+    result = {
+        "quick": a.quick,
+        "recipe": a.recipe,
+        "episodes": a.episodes,
+        "steps": {"cpt": a.cpt_steps, "sft": a.sft_steps, "rl": a.rl_steps},
+        "sft_drop_rates": report["sft_drop_rates"],
+        "heldout": {"sft": sft_f, "rl": rl_f},
+        "rl_reward": {k: [r.get(k) for r in rl_rows] for k in ("reward/total", "reward/format", "reward/char_f1")},
+        "awb_unseen_settings": {"rows": rows, "rl": awb_f},
+        "seconds": {k: round(v, 1) for k, v in timings.items()},
+    }  # fmt: skip
+    path = write_result("fidelity", result, goals=goals)
+    print(json.dumps({"heldout_sft": sft_f, "heldout_rl": rl_f, "awb_rl": awb_f}, indent=1))
+    for g in goals:
+        print(
+            f"[bench_fidelity] {g['name']}: {g['value']:.3f} {g['op']} {g['target']} met={g['met']}"
+        )
+    print(f"[bench_fidelity] -> {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
