@@ -53,13 +53,35 @@ def _kind(obj: object) -> str:
 @functools.cache
 def load_corpus() -> tuple[Doc, ...]:
     """Modules, their public classes/functions and class methods with a docstring, in a
-    fixed order (the corpus is the same for a given Python version)."""
+    fixed order. Built in a fresh interpreter: what a module exposes depends on which of
+    its parts this process has already imported, and two workers that imported different
+    things would otherwise index different corpora (and answer the same seed differently)."""
+    import json
+    import os
+    import subprocess
+
+    code = "import json, agentworld.collect.search as s; print(json.dumps(s.build_corpus()))"
+    package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([package_root, os.environ.get("PYTHONPATH", "")]),
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    return tuple(Doc(**d) for d in json.loads(out.stdout))
+
+
+def build_corpus() -> list[dict[str, str]]:
+    """The corpus as built by this process (see load_corpus), as plain dicts."""
+    from dataclasses import asdict
+
     docs: list[Doc] = []
     for modname in CORPUS_MODULES:
         with warnings.catch_warnings():  # typing.io and friends warn when touched
             warnings.simplefilter("ignore", DeprecationWarning)
             docs.extend(_module_docs(modname))
-    return tuple(docs)
+    return [asdict(d) for d in docs]
 
 
 def _module_docs(modname: str) -> list[Doc]:
