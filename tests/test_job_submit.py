@@ -106,7 +106,14 @@ def _ray_list(env: dict, url: str, what: str) -> list[dict]:
         ["ray", "list", what, "--address", url, "--format", "json", "--detail", "--limit", "10000"],
         env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
-    return json.loads(out.stdout) if out.returncode == 0 and out.stdout.strip() else []
+    # The CLI may print warnings before the JSON: parse from the first bracket.
+    start = out.stdout.find("[")
+    if out.returncode != 0 or start < 0:
+        return []
+    try:
+        return json.loads(out.stdout[start:])
+    except json.JSONDecodeError:
+        return []
 
 
 def _alive_nodes(env: dict, url: str) -> list[dict]:
