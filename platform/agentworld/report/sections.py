@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentworld.io import exists, join, read_bytes, read_manifest
+from agentworld.io import read_jsonl as io_read_jsonl
 
 
 @dataclass
@@ -47,9 +48,8 @@ def read_json(url: str) -> Any | None:
 
 
 def read_jsonl(url: str) -> list[dict[str, Any]]:
-    if not exists(url):
-        return []
-    return [json.loads(line) for line in read_bytes(url).decode().splitlines() if line.strip()]
+    """The rows of a JSONL file; none when the stage has not written it yet."""
+    return io_read_jsonl(url) if exists(url) else []
 
 
 def fmt(value: Any, digits: int = 1) -> str:
