@@ -72,7 +72,8 @@ def write_data(out: str, rows: int, seed: int = 0) -> str:
 
 
 def recipe(workers: int, steps: int):
-    from agentworld.recipes import ClusterConfig, TrainConfig, debug_cpu
+    from agentworld.recipes import debug_cpu
+    from agentworld.train.config import ClusterConfig, TrainConfig
 
     train = TrainConfig(
         expert_parallel_size=workers,

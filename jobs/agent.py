@@ -59,10 +59,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def build_job(args: argparse.Namespace):
     """The AgentJob; a bad recipe, override or input fails here, before any work."""
-    from agentworld.agent.config import set_overrides
     from agentworld.agent.run import AgentJob
+    from agentworld.config import ConfigError, set_overrides
     from agentworld.io import exists
-    from agentworld.recipes import ConfigError, get_recipe
+    from agentworld.recipes import get_recipe
 
     recipe = get_recipe(args.recipe)
     recipe = dataclasses.replace(recipe, agent=set_overrides(recipe.agent, args.set))

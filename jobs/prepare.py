@@ -48,8 +48,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def build_job(args: argparse.Namespace):
     """The PrepareJob; a bad recipe or override fails here, before any work."""
+    from agentworld.config import ConfigError
     from agentworld.data.pipeline import PrepareJob
-    from agentworld.recipes import ConfigError, get_recipe
+    from agentworld.recipes import get_recipe
     from agentworld.recipes.config import apply_overrides
 
     recipe = get_recipe(args.recipe)

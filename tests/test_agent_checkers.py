@@ -9,10 +9,10 @@ import json
 import pytest
 
 from agentworld.agent.checkers import check_answer, doc_id_of
-from agentworld.agent.config import AgentConfig, set_overrides
+from agentworld.agent.config import AgentConfig
 from agentworld.agent.table_metrics import score_table
 from agentworld.agent.tasks import Table, Task, TaskError, read_tasks, write_tasks
-from agentworld.recipes import ConfigError
+from agentworld.config import ConfigError, set_overrides
 
 GOLD = Table(
     columns=("name", "kind", "documented_methods"),
@@ -155,17 +155,19 @@ def test_task_file_round_trip_and_errors(tmp_path):
 
 def test_overrides_are_dotted_typed_and_named_when_wrong():
     cfg = set_overrides(
-        AgentConfig(), ["rl.max_steps=3", "tasks.families=('search',)", "variants=('sim',)"]
+        AgentConfig(),
+        ["rl.max_steps=3", "tasks.families=('search',)", "variants=('sim',)"],
+        owner="agent",
     )
     assert (cfg.rl.max_steps, cfg.tasks.families, cfg.variants) == (3, ("search",), ("sim",))
     with pytest.raises(ConfigError, match=r"agent\.rl\.max_stepz"):
-        set_overrides(AgentConfig(), ["rl.max_stepz=3"])
+        set_overrides(AgentConfig(), ["rl.max_stepz=3"], owner="agent")
     with pytest.raises(ConfigError, match=r"agent\.nosuch"):
-        set_overrides(AgentConfig(), ["nosuch.x=1"])
+        set_overrides(AgentConfig(), ["nosuch.x=1"], owner="agent")
     with pytest.raises(ConfigError, match=r"agent\.variants"):
-        set_overrides(AgentConfig(), ["variants=('dreaming',)"])
+        set_overrides(AgentConfig(), ["variants=('dreaming',)"], owner="agent")
     with pytest.raises(ConfigError, match=r"agent\.limits\.max_tokens"):
-        set_overrides(AgentConfig(), ["limits.max_tokens=5000"])
+        set_overrides(AgentConfig(), ["limits.max_tokens=5000"], owner="agent")
 
 
 def test_job_command_line_rejects_bad_input_before_any_work(tmp_path, tiny_checkpoint):

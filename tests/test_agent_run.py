@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from agentworld.agent.config import set_overrides
+from agentworld.config import set_overrides
 from agentworld.recipes import get_recipe
 
 pytestmark = pytest.mark.slow

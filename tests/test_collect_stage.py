@@ -13,8 +13,8 @@ import pytest
 from agentworld.collect import CollectConfig, collect
 from agentworld.collect.chunk import run_chunk
 from agentworld.collect.episode import episode_digest, plan_episodes
+from agentworld.config import ConfigError
 from agentworld.io import get_fs, list_shards, read_manifest, read_records
-from agentworld.recipes import ConfigError
 from agentworld.schema import Trajectory
 
 

@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from agentworld.config import ConfigError
 from agentworld.data import DataConfig
 from agentworld.data.components import components_in_memory, large_star, small_star
 from agentworld.data.lsh import bucket_pairs
@@ -34,7 +35,6 @@ from agentworld.data.tokenize import (
     trajectory_messages,
 )
 from agentworld.io import write_jsonl
-from agentworld.recipes import ConfigError
 from agentworld.schema import (
     Trajectory,
     Turn,

@@ -3,7 +3,9 @@ step in transformers, generation through vLLM (CPU build)."""
 
 import pytest
 
-from agentworld.recipes import ConfigError, ModelConfig, debug_cpu, get_recipe, qwen35_a3b
+from agentworld.config import ConfigError
+from agentworld.model.config import ModelConfig
+from agentworld.recipes import debug_cpu, get_recipe, qwen35_a3b
 from agentworld.schema import predict_turn_messages
 from tests.helpers import sample_trajectories
 
@@ -65,7 +67,7 @@ def test_recipes_validate():
         ModelConfig(num_experts=2, experts_per_token=3)
     import dataclasses
 
-    from agentworld.recipes import TrainConfig
+    from agentworld.train.config import TrainConfig
 
     with pytest.raises(ConfigError, match="train.expert_parallel_size"):
         dataclasses.replace(debug_cpu(), train=TrainConfig(expert_parallel_size=3))

@@ -17,7 +17,8 @@ import json
 import numpy as np
 import pytest
 
-from agentworld.recipes import ConfigError, get_recipe
+from agentworld.config import ConfigError
+from agentworld.recipes import get_recipe
 from agentworld.rl.config import DEFAULT_REWARDS, LearnerConfig, RLConfig, RolloutConfig
 
 pytestmark = pytest.mark.slow

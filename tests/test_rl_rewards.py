@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from agentworld.recipes import ConfigError, get_recipe
+from agentworld.config import ConfigError
+from agentworld.recipes import get_recipe
 from agentworld.rl.config import LearnerConfig, RewardSpec, RLConfig, RolloutConfig
 from agentworld.rl.rewards import (
     Failed,

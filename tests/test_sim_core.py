@@ -9,7 +9,8 @@ import json
 import pytest
 from fastapi import FastAPI, Request
 
-from agentworld.recipes import ConfigError, get_recipe
+from agentworld.config import ConfigError
+from agentworld.recipes import get_recipe
 from agentworld.schema import predict_turn_messages
 from agentworld.sim.config import AuthConfig, LimitsConfig, ServeConfig
 from agentworld.sim.errors import SimError

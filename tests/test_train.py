@@ -15,7 +15,8 @@ import os
 import numpy as np
 import pytest
 
-from agentworld.recipes import TrainConfig, debug_cpu
+from agentworld.recipes import debug_cpu
+from agentworld.train.config import TrainConfig
 from tests.helpers import sample_trajectories
 
 SEQ_LEN = 256

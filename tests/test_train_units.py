@@ -12,15 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agentworld.recipes import (
-    ClusterConfig,
-    ConfigError,
-    ModelConfig,
-    TrainConfig,
-    debug_cpu,
-    qwen35_a3b,
-)
+from agentworld.config import ConfigError
+from agentworld.model.config import ModelConfig
+from agentworld.recipes import debug_cpu, qwen35_a3b
 from agentworld.train.batch import collate
+from agentworld.train.config import ClusterConfig, TrainConfig
 from agentworld.train.job import TrainJob, plan
 
 ROOT = Path(__file__).resolve().parents[1]

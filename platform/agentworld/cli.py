@@ -52,7 +52,7 @@ def run_job(name: str, main: Callable[[list[str] | None], int | None]) -> int:
     """Run a job's ``main`` with the shared exit codes: 0 done, 2 a bad configuration
     (``<name>: invalid configuration: <field>: <why>``), 130 stopped (resumable)."""
     from agentworld.cluster import ENV_DEFAULTS
-    from agentworld.recipes.config import ConfigError
+    from agentworld.config import ConfigError
 
     for key, value in ENV_DEFAULTS.items():  # the driver's own defaults, as its workers'
         os.environ.setdefault(key, value)

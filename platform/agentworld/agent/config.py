@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from agentworld.evaluate.config import _check_positive, _error
+from agentworld.config import ConfigError, check_positive
 from agentworld.rl.config import LearnerConfig, RLConfig, RolloutConfig
 
 TaskFamily = Literal["search", "table", "terminal", "mcp"]
@@ -34,18 +34,18 @@ class TasksConfig:
 
     def __post_init__(self) -> None:
         if not self.families:
-            raise _error("agent.tasks.families", "must name at least one family")
+            raise ConfigError("agent.tasks.families", "must name at least one family")
         for f in self.families:
             if f not in FAMILIES:
-                raise _error("agent.tasks.families", f"unknown family {f!r}; known: {FAMILIES}")
+                raise ConfigError("agent.tasks.families", f"unknown family {f!r}; known: {FAMILIES}")
         if len(set(self.families)) != len(self.families):
-            raise _error("agent.tasks.families", f"repeated family in {list(self.families)}")
+            raise ConfigError("agent.tasks.families", f"repeated family in {list(self.families)}")
         if self.per_family < 2:
-            raise _error(
+            raise ConfigError(
                 "agent.tasks.per_family", f"must be >= 2 (train + held out), got {self.per_family}"
             )
         if not 0 < self.eval_fraction < 1:
-            raise _error(
+            raise ConfigError(
                 "agent.tasks.eval_fraction", f"must be in (0, 1), got {self.eval_fraction}"
             )
 
@@ -64,7 +64,7 @@ class LimitsConfig:
     """An observation is cut to this many tokens before the agent sees it."""
 
     def __post_init__(self) -> None:
-        _check_positive(
+        check_positive(
             "agent.limits",
             max_turns=self.max_turns,
             max_tokens=self.max_tokens,
@@ -99,18 +99,18 @@ class SimConfig:
     """How long the engine's batcher waits for more concurrent requests."""
 
     def __post_init__(self) -> None:
-        _check_positive(
+        check_positive(
             "agent.sim",
             max_new_tokens=self.max_new_tokens,
             max_model_len=self.max_model_len,
             tensor_parallel_size=self.tensor_parallel_size,
         )
         if self.backend == "serve" and not self.serve_url:
-            raise _error("agent.sim.serve_url", "the serve backend needs the simulator's URL")
+            raise ConfigError("agent.sim.serve_url", "the serve backend needs the simulator's URL")
         if self.temperature < 0:
-            raise _error("agent.sim.temperature", f"must be >= 0, got {self.temperature}")
+            raise ConfigError("agent.sim.temperature", f"must be >= 0, got {self.temperature}")
         if self.batch_wait_s < 0:
-            raise _error("agent.sim.batch_wait_s", f"must be >= 0, got {self.batch_wait_s}")
+            raise ConfigError("agent.sim.batch_wait_s", f"must be >= 0, got {self.batch_wait_s}")
 
 
 def _agent_rl() -> RLConfig:
@@ -161,13 +161,13 @@ class AgentConfig:
 
     def __post_init__(self) -> None:
         if not self.variants:
-            raise _error("agent.variants", "must name at least one agent")
+            raise ConfigError("agent.variants", "must name at least one agent")
         for v in self.variants:
             if v not in VARIANTS:
-                raise _error("agent.variants", f"unknown variant {v!r}; known: {VARIANTS}")
+                raise ConfigError("agent.variants", f"unknown variant {v!r}; known: {VARIANTS}")
         if len(set(self.variants)) != len(self.variants):
-            raise _error("agent.variants", f"repeated variant in {list(self.variants)}")
-        _check_positive(
+            raise ConfigError("agent.variants", f"repeated variant in {list(self.variants)}")
+        check_positive(
             "agent",
             demo_batch=self.demo_batch,
             demo_max_tokens=self.demo_max_tokens,
@@ -175,53 +175,23 @@ class AgentConfig:
             speed_steps=self.speed_steps,
         )
         if self.demo_steps < 0:
-            raise _error("agent.demo_steps", f"must be >= 0, got {self.demo_steps}")
+            raise ConfigError("agent.demo_steps", f"must be >= 0, got {self.demo_steps}")
         if self.eval_temperature < 0:
-            raise _error("agent.eval_temperature", f"must be >= 0, got {self.eval_temperature}")
+            raise ConfigError("agent.eval_temperature", f"must be >= 0, got {self.eval_temperature}")
         le = self.rl.learner
         if (
             self.demo_batch % le.num_learners
             or self.demo_batch // le.num_learners < le.mini_batches
         ):
-            raise _error(
+            raise ConfigError(
                 "agent.demo_batch",
                 f"{self.demo_batch} must split over rl.learner.num_learners {le.num_learners}, "
                 f"each rank getting at least rl.learner.mini_batches {le.mini_batches} rows",
             )
         ro = self.rl.rollout
         if self.limits.max_tokens + ro.max_new_tokens > ro.max_model_len:
-            raise _error(
+            raise ConfigError(
                 "agent.limits.max_tokens",
                 f"{self.limits.max_tokens} + rl.rollout.max_new_tokens {ro.max_new_tokens} "
                 f"exceeds the rollout engines' max_model_len {ro.max_model_len}",
             )
-
-
-def set_overrides(cfg: AgentConfig, items: list[str]) -> AgentConfig:
-    """A copy of ``cfg`` with dotted ``KEY=VALUE`` items applied (``rl.max_steps=2``,
-    ``tasks.families=('search','terminal')``, ``variants=('sim',)``); values are read as
-    Python literals, else kept as strings. An unknown key raises ConfigError naming
-    ``agent.KEY``; the result is validated again at every level."""
-    import dataclasses
-
-    from agentworld.recipes.config import apply_overrides
-
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise _error(f"agent.{key}", f"override {item!r} is not KEY=VALUE")
-        cfg = _set(cfg, key.split("."), value, owner="agent", apply=apply_overrides, dc=dataclasses)
-    return cfg
-
-
-def _set(obj, path: list[str], value: str, *, owner: str, apply, dc):
-    head, rest = path[0], path[1:]
-    if not rest:
-        return apply(obj, [f"{head}={value}"], owner=owner)
-    names = {f.name for f in dc.fields(obj)}
-    child = getattr(obj, head, None) if head in names else None
-    if child is None or not dc.is_dataclass(child):
-        raise _error(f"{owner}.{head}", f"unknown section in override {'.'.join(path)}={value}")
-    return dc.replace(
-        obj, **{head: _set(child, rest, value, owner=f"{owner}.{head}", apply=apply, dc=dc)}
-    )

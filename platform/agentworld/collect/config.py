@@ -5,13 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-
-def ConfigError(name: str, message: str) -> ValueError:  # noqa: N802 (raised like the class)
-    # Imported here so that agentworld.recipes can import this module at its top.
-    from agentworld.recipes.config import ConfigError as _ConfigError
-
-    return _ConfigError(name, message)
-
+from agentworld.config import ConfigError
 
 CollectDomain = Literal["terminal", "mcp", "swe", "search", "web"]
 RECORDED_DOMAINS: tuple[str, ...] = ("terminal", "mcp", "swe", "search", "web")

@@ -6,27 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from agentworld.config import ConfigError, check_fraction, check_positive
+
 Priority = Literal["more_turns", "success", "longer"]
 
 
-def _error(name: str, message: str) -> ValueError:
-    # Imported here so that agentworld.recipes can import this module at its top.
-    from agentworld.recipes.config import ConfigError
-
+def _error(name: str, message: str) -> ConfigError:
     return ConfigError(f"data.{name}", message)
-
-
-def _check_positive(**values: float) -> None:
-    for name, value in values.items():
-        if value <= 0:
-            raise _error(name, f"must be > 0, got {value}")
-
-
-def _check_fraction(name: str, value: float, *, low_open: bool = False) -> None:
-    ok = (0 < value <= 1) if low_open else (0 <= value < 1)
-    if not ok:
-        interval = "(0, 1]" if low_open else "[0, 1)"
-        raise _error(name, f"must be in {interval}, got {value}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -117,7 +103,8 @@ class DataConfig:
     """Seed of the MinHash permutations and of the order of packed rows."""
 
     def __post_init__(self) -> None:
-        _check_positive(
+        check_positive(
+            "data",
             num_workers=self.num_workers,
             block_records=self.block_records,
             split_bytes=self.split_bytes,
@@ -133,14 +120,14 @@ class DataConfig:
             tokenizer_train_docs=self.tokenizer_train_docs,
             drop_guard_min_samples=self.drop_guard_min_samples,
         )
-        _check_fraction("near_dup_threshold", self.near_dup_threshold, low_open=True)
-        _check_fraction("decontam_threshold", self.decontam_threshold, low_open=True)
-        _check_fraction("eval_fraction", self.eval_fraction)
+        check_fraction("data.near_dup_threshold", self.near_dup_threshold, low_open=True)
+        check_fraction("data.decontam_threshold", self.decontam_threshold, low_open=True)
+        check_fraction("data.eval_fraction", self.eval_fraction)
         if not 0 <= self.max_domain_drop_share <= 1:
             raise _error(
                 "max_domain_drop_share", f"must be in [0, 1], got {self.max_domain_drop_share}"
             )
-        _check_fraction("lsh_recall_weight", self.lsh_recall_weight)
+        check_fraction("data.lsh_recall_weight", self.lsh_recall_weight)
         if self.cpt_split_min < 0:
             raise _error("cpt_split_min", f"must be >= 0, got {self.cpt_split_min}")
         if self.min_eval_trajectories < 0:
@@ -153,7 +140,7 @@ class DataConfig:
             raise _error("lsh_bands", "set lsh_bands and lsh_rows together, or neither")
         if self.lsh_bands is None:
             return
-        _check_positive(lsh_bands=self.lsh_bands, lsh_rows=self.lsh_rows)
+        check_positive("data", lsh_bands=self.lsh_bands, lsh_rows=self.lsh_rows)
         if self.lsh_bands * self.lsh_rows > self.num_perm:
             raise _error(
                 "lsh_bands",

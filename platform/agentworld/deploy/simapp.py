@@ -13,7 +13,7 @@ SIM_IMPORT_PATHS = ("agentworld.sim.app:build_app", "agentworld.sim.app.build_ap
 
 
 def check_sim_args(args: dict[str, Any], cluster: dict[str, Any], field: str) -> list[Problem]:
-    from agentworld.recipes import ConfigError
+    from agentworld.config import ConfigError
     from agentworld.sim.config import ServeConfig
 
     try:

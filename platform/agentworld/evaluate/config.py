@@ -6,18 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-
-def _error(name: str, message: str) -> ValueError:
-    # Imported here so that agentworld.recipes can import this module at its top.
-    from agentworld.recipes.config import ConfigError
-
-    return ConfigError(name, message)
-
-
-def _check_positive(owner: str, **values: float | None) -> None:
-    for name, value in values.items():
-        if value is not None and value <= 0:
-            raise _error(f"{owner}.{name}", f"must be > 0, got {value}")
+from agentworld.config import ConfigError, check_positive
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,10 +23,10 @@ class SamplingConfig:
 
     def __post_init__(self) -> None:
         if self.temperature < 0:
-            raise _error("sampling.temperature", f"must be >= 0, got {self.temperature}")
+            raise ConfigError("sampling.temperature", f"must be >= 0, got {self.temperature}")
         if not 0 < self.top_p <= 1:
-            raise _error("sampling.top_p", f"must be in (0, 1], got {self.top_p}")
-        _check_positive("sampling", max_tokens=self.max_tokens)
+            raise ConfigError("sampling.top_p", f"must be in (0, 1], got {self.top_p}")
+        check_positive("sampling", max_tokens=self.max_tokens)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -60,12 +49,12 @@ class EndpointConfig:
 
     def __post_init__(self) -> None:
         if not self.base_url.startswith(("http://", "https://")):
-            raise _error("endpoint.base_url", f"must be an http(s) URL, got {self.base_url!r}")
-        _check_positive("endpoint", concurrency=self.concurrency, timeout_s=self.timeout_s)
+            raise ConfigError("endpoint.base_url", f"must be an http(s) URL, got {self.base_url!r}")
+        check_positive("endpoint", concurrency=self.concurrency, timeout_s=self.timeout_s)
         if self.max_retries < 0:
-            raise _error("endpoint.max_retries", f"must be >= 0, got {self.max_retries}")
+            raise ConfigError("endpoint.max_retries", f"must be >= 0, got {self.max_retries}")
         if self.backoff_s < 0:
-            raise _error("endpoint.backoff_s", f"must be >= 0, got {self.backoff_s}")
+            raise ConfigError("endpoint.backoff_s", f"must be >= 0, got {self.backoff_s}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -90,7 +79,7 @@ class VLLMConfig:
     dtype: str = "auto"
 
     def __post_init__(self) -> None:
-        _check_positive(
+        check_positive(
             "vllm",
             replicas=self.replicas,
             batch_size=self.batch_size,
@@ -99,9 +88,9 @@ class VLLMConfig:
             max_model_len=self.max_model_len,
         )
         if self.num_gpus < 0:
-            raise _error("vllm.num_gpus", f"must be >= 0, got {self.num_gpus}")
+            raise ConfigError("vllm.num_gpus", f"must be >= 0, got {self.num_gpus}")
         if not 0 < self.gpu_memory_utilization <= 1:
-            raise _error(
+            raise ConfigError(
                 "vllm.gpu_memory_utilization",
                 f"must be in (0, 1], got {self.gpu_memory_utilization}",
             )
@@ -123,8 +112,8 @@ class InferConfig:
 
     def __post_init__(self) -> None:
         if self.backend not in ("vllm", "endpoint"):
-            raise _error("infer.backend", f"must be 'vllm' or 'endpoint', got {self.backend!r}")
-        _check_positive("infer", flush_every=self.flush_every, max_items=self.max_items)
+            raise ConfigError("infer.backend", f"must be 'vllm' or 'endpoint', got {self.backend!r}")
+        check_positive("infer", flush_every=self.flush_every, max_items=self.max_items)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -144,8 +133,8 @@ class JudgeConfig:
 
     def __post_init__(self) -> None:
         if self.parse_retries < 0:
-            raise _error("judge.parse_retries", f"must be >= 0, got {self.parse_retries}")
-        _check_positive(
+            raise ConfigError("judge.parse_retries", f"must be >= 0, got {self.parse_retries}")
+        check_positive(
             "judge", max_context_chars=self.max_context_chars, flush_every=self.flush_every
         )
 

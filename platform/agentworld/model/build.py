@@ -6,7 +6,7 @@ import os
 import tempfile
 from typing import Any
 
-from agentworld.recipes.config import ModelConfig
+from agentworld.model.config import ModelConfig
 
 
 def qwen3_moe_config(
@@ -107,9 +107,8 @@ def build_tiny_checkpoint(
 ) -> str:
     """Train a tokenizer on ``texts``, build the MoE from ``cfg`` and save both to ``out_url``."""
     from agentworld.model.tokenizer import train_tokenizer
-    from agentworld.recipes import debug_cpu
 
-    cfg = cfg or debug_cpu().model
+    cfg = cfg or ModelConfig()  # the debug_cpu recipe's shape
     tokenizer = train_tokenizer(texts, vocab_size=cfg.vocab_size)
     model = build_model(cfg, tokenizer, seed=seed)
     return save_pretrained(model, tokenizer, out_url)

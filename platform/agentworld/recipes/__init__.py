@@ -6,7 +6,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from agentworld.recipes.config import ClusterConfig, ConfigError, ModelConfig, Recipe, TrainConfig
+from agentworld.config import ConfigError
+from agentworld.model.config import ModelConfig
+from agentworld.recipes.config import Recipe
+from agentworld.train.config import ClusterConfig, TrainConfig
 
 
 def debug_cpu() -> Recipe:
@@ -209,11 +212,7 @@ def get_recipe(name: str) -> Recipe:
 
 __all__ = [
     "RECIPES",
-    "ClusterConfig",
-    "ConfigError",
-    "ModelConfig",
     "Recipe",
-    "TrainConfig",
     "debug_cpu",
     "get_recipe",
     "qwen35_a3b",

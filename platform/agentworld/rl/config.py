@@ -6,20 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from agentworld.config import ConfigError, check_positive
 from agentworld.evaluate.config import JudgeConfig
-
-
-def _error(name: str, message: str) -> ValueError:
-    # Imported here so that agentworld.recipes can import this module at its top.
-    from agentworld.recipes.config import ConfigError
-
-    return ConfigError(name, message)
-
-
-def _check_positive(owner: str, **values: float) -> None:
-    for name, value in values.items():
-        if value <= 0:
-            raise _error(f"{owner}.{name}", f"must be > 0, got {value}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -40,7 +28,7 @@ class RewardSpec:
 
     def __post_init__(self) -> None:
         if self.weight < 0:
-            raise _error(f"rl.rewards[{self.name}].weight", f"must be >= 0, got {self.weight}")
+            raise ConfigError(f"rl.rewards[{self.name}].weight", f"must be >= 0, got {self.weight}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,7 +54,7 @@ class RolloutConfig:
     """Contexts whose prompt is longer are left out (and counted) when the data loads."""
 
     def __post_init__(self) -> None:
-        _check_positive(
+        check_positive(
             "rl.rollout",
             num_engines=self.num_engines,
             cpus_per_engine=self.cpus_per_engine,
@@ -77,16 +65,16 @@ class RolloutConfig:
             max_prompt_tokens=self.max_prompt_tokens,
         )
         if self.gpus_per_engine < 0:
-            raise _error("rl.rollout.gpus_per_engine", f"must be >= 0, got {self.gpus_per_engine}")
+            raise ConfigError("rl.rollout.gpus_per_engine", f"must be >= 0, got {self.gpus_per_engine}")
         if not 0 < self.top_p <= 1:
-            raise _error("rl.rollout.top_p", f"must be in (0, 1], got {self.top_p}")
+            raise ConfigError("rl.rollout.top_p", f"must be in (0, 1], got {self.top_p}")
         if not 0 < self.gpu_memory_utilization <= 1:
-            raise _error(
+            raise ConfigError(
                 "rl.rollout.gpu_memory_utilization",
                 f"must be in (0, 1], got {self.gpu_memory_utilization}",
             )
         if self.max_prompt_tokens + self.max_new_tokens > self.max_model_len:
-            raise _error(
+            raise ConfigError(
                 "rl.rollout.max_prompt_tokens",
                 f"{self.max_prompt_tokens} + max_new_tokens {self.max_new_tokens} exceeds "
                 f"max_model_len {self.max_model_len}",
@@ -113,7 +101,7 @@ class LearnerConfig:
     training); must divide num_learners."""
 
     def __post_init__(self) -> None:
-        _check_positive(
+        check_positive(
             "rl.learner",
             expert_parallel_size=self.expert_parallel_size,
             num_learners=self.num_learners,
@@ -123,11 +111,11 @@ class LearnerConfig:
             mini_batches=self.mini_batches,
         )
         if self.gpus_per_learner < 0:
-            raise _error(
+            raise ConfigError(
                 "rl.learner.gpus_per_learner", f"must be >= 0, got {self.gpus_per_learner}"
             )
         if self.num_learners % self.expert_parallel_size:
-            raise _error(
+            raise ConfigError(
                 "rl.learner.expert_parallel_size",
                 f"{self.expert_parallel_size} does not divide num_learners {self.num_learners}",
             )
@@ -183,7 +171,7 @@ class RLConfig:
     """Log metrics to wandb (offline unless WANDB_MODE says otherwise)."""
 
     def __post_init__(self) -> None:
-        _check_positive(
+        check_positive(
             "rl",
             contexts_per_step=self.contexts_per_step,
             max_steps=self.max_steps,
@@ -193,15 +181,15 @@ class RLConfig:
             call_timeout_s=self.call_timeout_s,
         )
         if self.group_size < 2:
-            raise _error(
+            raise ConfigError(
                 "rl.group_size", f"must be >= 2 to normalize within a group, got {self.group_size}"
             )
         if not 0 <= self.clip_low < 1:
-            raise _error("rl.clip_low", f"must be in [0, 1), got {self.clip_low}")
+            raise ConfigError("rl.clip_low", f"must be in [0, 1), got {self.clip_low}")
         if self.clip_high < 0:
-            raise _error("rl.clip_high", f"must be >= 0, got {self.clip_high}")
+            raise ConfigError("rl.clip_high", f"must be >= 0, got {self.clip_high}")
         if self.kl_coef < 0:
-            raise _error("rl.kl_coef", f"must be >= 0, got {self.kl_coef}")
+            raise ConfigError("rl.kl_coef", f"must be >= 0, got {self.kl_coef}")
         self._check_rewards()
         self._check_batch_split()
 
@@ -209,25 +197,25 @@ class RLConfig:
         from agentworld.rl.rewards import known_rewards
 
         if not self.rewards:
-            raise _error("rl.rewards", "needs at least one reward")
+            raise ConfigError("rl.rewards", "needs at least one reward")
         names = [r.name for r in self.rewards]
         for name in names:
             if name not in known_rewards():
-                raise _error(
+                raise ConfigError(
                     "rl.rewards", f"unknown reward {name!r}; known: {', '.join(known_rewards())}"
                 )
         if len(set(names)) != len(names):
-            raise _error("rl.rewards", f"a reward is listed twice: {names}")
+            raise ConfigError("rl.rewards", f"a reward is listed twice: {names}")
         if not any(r.weight > 0 and not r.gate for r in self.rewards):
-            raise _error("rl.rewards", "needs a reward that is not a gate, with a weight > 0")
+            raise ConfigError("rl.rewards", "needs a reward that is not a gate, with a weight > 0")
         if "judge" in names and self.judge is None:
-            raise _error("rl.judge", "the 'judge' reward needs a judge endpoint (rl.judge)")
+            raise ConfigError("rl.judge", "the 'judge' reward needs a judge endpoint (rl.judge)")
 
     def _check_batch_split(self) -> None:
         batch = self.contexts_per_step * self.group_size
         per_mini, rest = divmod(batch, self.learner.mini_batches)
         if rest or per_mini % self.learner.num_learners:
-            raise _error(
+            raise ConfigError(
                 "rl.learner.mini_batches",
                 f"a batch of {batch} predictions (contexts_per_step x group_size) must split "
                 f"into {self.learner.mini_batches} mini-batches, each divisible by "

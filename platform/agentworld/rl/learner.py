@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from agentworld.recipes.config import TrainConfig
 from agentworld.rl.config import RLConfig
+from agentworld.train.config import TrainConfig
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,7 +51,7 @@ def learner_deepspeed_config(rl: RLConfig, train: TrainConfig) -> dict[str, Any]
     nominal batch geometry: the learner calls backward/step itself, once per mini-batch."""
     import dataclasses
 
-    from agentworld.recipes.config import ClusterConfig
+    from agentworld.train.config import ClusterConfig
     from agentworld.train.ds_config import deepspeed_config
 
     le = rl.learner

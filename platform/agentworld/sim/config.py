@@ -12,9 +12,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-# The stages share these helpers (ConfigError is imported lazily there, so that
-# agentworld.recipes can import this module at its top).
-from agentworld.evaluate.config import _check_positive, _error
+from agentworld.config import ConfigError, check_positive
 
 _TEAM_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
 
@@ -52,10 +50,10 @@ class EngineConfig:
 
     def __post_init__(self) -> None:
         if not self.model:
-            raise _error("engine.model", "must name a checkpoint")
+            raise ConfigError("engine.model", "must name a checkpoint")
         if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.:/\-]*$", self.model_id):
-            raise _error("engine.model_id", f"{self.model_id!r} is not a valid model name")
-        _check_positive(
+            raise ConfigError("engine.model_id", f"{self.model_id!r} is not a valid model name")
+        check_positive(
             "engine",
             max_model_len=self.max_model_len,
             cpus_per_replica=self.cpus_per_replica,
@@ -64,16 +62,16 @@ class EngineConfig:
             cpu_kv_cache_gib=self.cpu_kv_cache_gib,
         )
         if not 0 < self.gpu_memory_utilization <= 1:
-            raise _error(
+            raise ConfigError(
                 "engine.gpu_memory_utilization",
                 f"must be in (0, 1], got {self.gpu_memory_utilization}",
             )
         if self.server_cpus < 0:
-            raise _error("engine.server_cpus", f"must be >= 0, got {self.server_cpus}")
+            raise ConfigError("engine.server_cpus", f"must be >= 0, got {self.server_cpus}")
         if self.gpus_per_replica < 0:
-            raise _error("engine.gpus_per_replica", f"must be >= 0, got {self.gpus_per_replica}")
+            raise ConfigError("engine.gpus_per_replica", f"must be >= 0, got {self.gpus_per_replica}")
         if self.tensor_parallel_size > 1 and self.gpus_per_replica < self.tensor_parallel_size:
-            raise _error(
+            raise ConfigError(
                 "engine.tensor_parallel_size",
                 f"{self.tensor_parallel_size} needs gpus_per_replica >= it, got {self.gpus_per_replica}",
             )
@@ -107,7 +105,7 @@ class LimitsConfig:
     """Tokens generated per step when a request does not say."""
 
     def __post_init__(self) -> None:
-        _check_positive(
+        check_positive(
             "limits",
             max_request_bytes=self.max_request_bytes,
             request_timeout_s=self.request_timeout_s,
@@ -121,9 +119,9 @@ class LimitsConfig:
             default_max_tokens=self.default_max_tokens,
         )
         for team, rate in self.team_rate_per_minute.items():
-            _check_positive("limits.team_rate_per_minute", **{team: rate})
+            check_positive("limits.team_rate_per_minute", **{team: rate})
         if self.default_max_tokens > self.max_tokens:
-            raise _error(
+            raise ConfigError(
                 "limits.default_max_tokens",
                 f"{self.default_max_tokens} exceeds limits.max_tokens {self.max_tokens}",
             )
@@ -151,16 +149,16 @@ class AuthConfig:
         if self.api_keys_env is not None and not re.match(
             r"^[A-Za-z_][A-Za-z0-9_]*$", self.api_keys_env
         ):
-            raise _error("auth.api_keys_env", f"{self.api_keys_env!r} is not a variable name")
+            raise ConfigError("auth.api_keys_env", f"{self.api_keys_env!r} is not a variable name")
         if not (self.api_keys or self.api_keys_env or self.api_keys_file):
-            raise _error("auth", "name at least one source of API keys")
+            raise ConfigError("auth", "name at least one source of API keys")
 
 
 def check_team_key(team: str, key: str, *, where: str) -> None:
     if not isinstance(team, str) or not _TEAM_RE.match(team):
-        raise _error(where, f"team name {team!r} is invalid (1-64 letters, digits, '_', '.', '-')")
+        raise ConfigError(where, f"team name {team!r} is invalid (1-64 letters, digits, '_', '.', '-')")
     if not isinstance(key, str) or len(key) < 8 or any(c.isspace() for c in key):
-        raise _error(f"{where}.{team}", "a key must be at least 8 characters without spaces")
+        raise ConfigError(f"{where}.{team}", "a key must be at least 8 characters without spaces")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -185,14 +183,14 @@ class ServeConfig:
     """Ray CPUs reserved per ingress replica (it mostly waits on the engine)."""
 
     def __post_init__(self) -> None:
-        _check_positive("serve", ingress_replicas=self.ingress_replicas)
+        check_positive("serve", ingress_replicas=self.ingress_replicas)
         if self.ingress_cpus < 0:
-            raise _error("serve.ingress_cpus", f"must be >= 0, got {self.ingress_cpus}")
+            raise ConfigError("serve.ingress_cpus", f"must be >= 0, got {self.ingress_cpus}")
         if not self.store_name:
-            raise _error("serve.store_name", "must not be empty")
+            raise ConfigError("serve.store_name", "must not be empty")
         for name in self.custom_domains:
             if not re.match(r"^[a-z][a-z0-9_\-]{0,63}$", name):
-                raise _error("serve.custom_domains", f"domain name {name!r} is invalid")
+                raise ConfigError("serve.custom_domains", f"domain name {name!r} is invalid")
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> ServeConfig:
@@ -210,11 +208,11 @@ class ServeConfig:
 
 def _from_dict(cls: type, data: Any, where: str) -> Any:
     if not isinstance(data, dict):
-        raise _error(where, f"expected a mapping, got {type(data).__name__}")
+        raise ConfigError(where, f"expected a mapping, got {type(data).__name__}")
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - set(fields))
     if unknown:
-        raise _error(f"{where}.{unknown[0]}", f"unknown field; known: {', '.join(sorted(fields))}")
+        raise ConfigError(f"{where}.{unknown[0]}", f"unknown field; known: {', '.join(sorted(fields))}")
     hints = typing.get_type_hints(cls)
     values = {}
     for name, value in data.items():
@@ -232,7 +230,7 @@ def _check_type(value: Any, hint: Any, where: str) -> None:
     origin = typing.get_origin(hint)
     if origin is Literal:
         if value not in typing.get_args(hint):
-            raise _error(where, f"must be one of {typing.get_args(hint)}, got {value!r}")
+            raise ConfigError(where, f"must be one of {typing.get_args(hint)}, got {value!r}")
         return
     if origin in (types.UnionType, typing.Union):
         if value is None and type(None) in typing.get_args(hint):
@@ -243,6 +241,6 @@ def _check_type(value: Any, hint: Any, where: str) -> None:
     base = origin or hint
     ok = expected.get(base, (object,))
     if not isinstance(value, ok) or (base in (int, float) and isinstance(value, bool)):
-        raise _error(
+        raise ConfigError(
             where, f"expected {getattr(base, '__name__', base)}, got {type(value).__name__}"
         )

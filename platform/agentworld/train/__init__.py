@@ -7,7 +7,3 @@ each worker runs ``agentworld.train.worker.train_loop_per_worker``. Layout:
 ``placement`` (Ray: trainer, datasets, resources), ``progress`` (driver progress, wandb),
 ``job`` (the run and its pre-flight checks), ``cli`` (jobs/cpt.py, jobs/sft.py).
 """
-
-from agentworld.train.job import TrainJob
-
-__all__ = ["TrainJob"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentworld.recipes.config import ClusterConfig, TrainConfig
+from agentworld.train.config import ClusterConfig, TrainConfig
 
 
 def deepspeed_config(train: TrainConfig, cluster: ClusterConfig, world_size: int) -> dict[str, Any]:

@@ -7,7 +7,8 @@ import json
 from dataclasses import dataclass
 from typing import Literal
 
-from agentworld.recipes.config import ConfigError, Recipe
+from agentworld.config import ConfigError
+from agentworld.recipes.config import Recipe
 from agentworld.train.engine import ModelSource
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from agentworld.recipes.config import ClusterConfig, ConfigError
+from agentworld.config import ConfigError
+from agentworld.train.config import ClusterConfig
 
 # S3-compatible endpoints are configured by these variables on the driver; workers get
 # the same values so that their reads, checkpoint uploads and the export reach it.

@@ -1,0 +1,77 @@
+"""The leaf of every stage's configuration: the error a bad value raises, the checks
+the configs share, and dotted command-line overrides over a nested config. It imports
+nothing from the package, so that every ``<stage>/config.py`` can import it at its top
+and ``agentworld.recipes`` can compose them without a cycle."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """A configuration value or combination is invalid; ``field`` names it."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        super().__init__(f"{field}: {message}")
+
+
+def check_positive(owner: str, **values: float | None) -> None:
+    """Raise ConfigError naming ``owner.NAME`` for a value <= 0 (None means unset)."""
+    for name, value in values.items():
+        if value is not None and value <= 0:
+            raise ConfigError(f"{owner}.{name}", f"must be > 0, got {value}")
+
+
+def check_non_negative(owner: str, **values: float) -> None:
+    """Raise ConfigError naming ``owner.NAME`` for a value < 0."""
+    for name, value in values.items():
+        if value < 0:
+            raise ConfigError(f"{owner}.{name}", f"must be >= 0, got {value}")
+
+
+def check_fraction(field: str, value: float, *, low_open: bool = False) -> None:
+    """``value`` in [0, 1), or in (0, 1] with ``low_open``."""
+    ok = (0 < value <= 1) if low_open else (0 <= value < 1)
+    if not ok:
+        interval = "(0, 1]" if low_open else "[0, 1)"
+        raise ConfigError(field, f"must be in {interval}, got {value}")
+
+
+def parse_value(raw: str) -> Any:
+    """A command-line value: a Python literal (``3e-4``, ``('a','b')``, ``True``), else
+    the string itself."""
+    try:
+        return ast.literal_eval(raw)
+    except (ValueError, SyntaxError):
+        return raw
+
+
+def set_overrides(config: Any, items: list[str], *, owner: str = "") -> Any:
+    """A copy of the dataclass ``config`` with dotted ``KEY=VALUE`` items applied
+    (``train.learning_rate=3e-4``, ``rl.rollout.num_engines=2``); every dataclass on a
+    changed path is rebuilt, so it is validated again. An unknown key or a missing ``=``
+    raises ConfigError naming the full key (prefixed with ``owner`` when given)."""
+    for item in items:
+        key, sep, raw = item.partition("=")
+        where = f"{owner}.{key}" if owner else key
+        if not sep or not key:
+            raise ConfigError(where or item, f"override {item!r} is not KEY=VALUE")
+        config = _set(config, key.split("."), parse_value(raw), owner=owner, item=item)
+    return config
+
+
+def _set(obj: Any, path: list[str], value: Any, *, owner: str, item: str) -> Any:
+    head, rest = path[0], path[1:]
+    where = f"{owner}.{head}" if owner else head
+    names = {f.name for f in dataclasses.fields(obj)}
+    if head not in names:
+        raise ConfigError(where, f"unknown field in override {item!r}")
+    if rest:
+        child = getattr(obj, head)
+        if not dataclasses.is_dataclass(child):
+            raise ConfigError(where, f"is not a section; cannot set {'.'.join(rest)}")
+        value = _set(child, rest, value, owner=where, item=item)
+    return dataclasses.replace(obj, **{head: value})
