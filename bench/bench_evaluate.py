@@ -88,8 +88,9 @@ def build_items(n: int):
 
 
 def items_per_s(items, base_url: str, concurrency: int, max_tokens: int) -> float:
-    from agentworld.evaluate.config import EndpointConfig, InferConfig, SamplingConfig
+    from agentworld.evaluate.config import InferConfig
     from agentworld.evaluate.infer import infer_endpoint
+    from agentworld.scoring.config import EndpointConfig, SamplingConfig
 
     cfg = InferConfig(
         backend="endpoint",

@@ -150,17 +150,17 @@ def record_sessions(n: int, path: str) -> int:
 def awb_check(out: str, policy: str, recipe: str) -> dict:
     """Score ``policy`` on the unseen-settings rows; retrieval retrieves from the
     training split the model was trained on."""
-    from agentworld.evaluate import stages
+    from agentworld.evaluate.run import infer_stage, read_table, score_stage
     from agentworld.recipes import get_recipe
 
     run = f"{out}/awb-{policy}"
     cfg = get_recipe(recipe).evaluate.infer
-    stages.infer_stage(
+    infer_stage(
         f"{out}/awb", run, cfg, model_url=f"{out}/{policy}/hf", name=policy, fmt="awb", split=None
     )
     train = (f"{out}/prepared/samples/sft", "samples")
-    stages.score_stage(run, model=policy, baseline_train=train)
-    print(stages.read_table(run))
+    score_stage(run, model=policy, baseline_train=train)
+    print(read_table(run))
     return json.loads(Path(run, "score", "summary.json").read_text())
 
 

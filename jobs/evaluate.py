@@ -3,7 +3,7 @@ or report sim-vs-real fidelity on held-out collected trajectories).
 
 Input: a directory of AgentWorldBench ``*_test.jsonl`` files (one per domain), our
 record shards, or prepare's ``samples/sft`` Parquet shards. Outputs under --out (see
-agentworld.evaluate.stages): predictions and judgments as JSONL, summary.json, table.md,
+agentworld.evaluate.run): predictions and judgments as JSONL, summary.json, table.md,
 chart.png, a manifest per stage. Every stage resumes after an interruption.
 
 Run:
@@ -73,7 +73,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from agentworld.evaluate import cli, stages
+    from agentworld.evaluate import cli
+    from agentworld.evaluate import run as stages
     from agentworld.recipes import get_recipe
 
     base = get_recipe(args.recipe).evaluate
@@ -120,7 +121,7 @@ def _label(args: argparse.Namespace) -> str:
         from agentworld.evaluate.cli import model_name
 
         return model_name(args)
-    from agentworld.evaluate.stages import infer_model
+    from agentworld.evaluate.run import infer_model
 
     return infer_model(args.out)
 

@@ -42,7 +42,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def build_recipe(args: argparse.Namespace):
     """The named recipe with the command line's overrides; validated before any work."""
-    from agentworld.evaluate.config import EndpointConfig, JudgeConfig
+    from agentworld.scoring.config import EndpointConfig, JudgeConfig
     from agentworld.recipes import get_recipe
     from agentworld.rl.config import RewardSpec
 

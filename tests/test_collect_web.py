@@ -187,7 +187,7 @@ def test_web_records_round_trip_through_agentworldbench_rows(web_records):
 
 
 def test_simulator_sessions_and_the_judge_take_web(web_records):
-    from agentworld.evaluate.rubrics import judge_instructions
+    from agentworld.scoring.rubrics import judge_instructions
     from agentworld.sim.prompt import resolve_domain, system_text
     from agentworld.sim.protocol import EnvironmentSpec
 

@@ -10,8 +10,8 @@ import pyarrow as pa
 import pytest
 
 from agentworld.evaluate.baselines import Retrieval, copy_previous
-from agentworld.evaluate.metrics import char_f1
 from agentworld.io import join, write_jsonl, write_manifest, write_parquet
+from agentworld.scoring.metrics import char_f1
 from tests.test_evaluate_score import load_job
 
 ENV = "A bash shell in /home/ana on host lab7."

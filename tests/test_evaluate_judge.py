@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from agentworld.evaluate.config import EndpointConfig, JudgeConfig
-from agentworld.evaluate.judge import (
+from agentworld.scoring.config import EndpointConfig, JudgeConfig
+from agentworld.scoring.judge_client import (
     JudgeRequest,
     VerdictError,
     build_judge_messages,
     judge_sync,
     parse_verdict,
 )
-from agentworld.evaluate.rubrics import judge_instructions
+from agentworld.scoring.rubrics import judge_instructions
 from tests.test_evaluate_helpers import GOOD_VERDICT, Reply, ScriptedChatServer
 
 SCORES = {"format": 5, "factuality": 3, "consistency": 4, "realism": 4, "quality": 4}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentworld.evaluate.metrics import (
+from agentworld.scoring.metrics import (
     char_f1,
     exact_match,
     format_valid,

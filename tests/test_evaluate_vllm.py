@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from agentworld.evaluate.engine import fit_prompt
+from agentworld.evaluate.placement import fit_prompt
 from agentworld.io import read_jsonl, write_jsonl
 from agentworld.schema import trajectory_to_rows
 from tests.helpers import sample_trajectories

@@ -7,12 +7,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from agentworld.evaluate.config import EndpointConfig, JudgeConfig
 from agentworld.rl.advantages import group_advantages
 from agentworld.rl.config import RewardSpec, RLConfig
 from agentworld.rl.judge_reward import verdict_reward
 from agentworld.rl.loop import _reward_metrics
 from agentworld.rl.rewards import Failed, Prediction, build_rewards, score
+from agentworld.scoring.config import EndpointConfig, JudgeConfig
 from tests.test_evaluate_helpers import GOOD_VERDICT, Reply, ScriptedChatServer
 
 TRUNCATED = '<strengths>ok</strengths><weaknesses>none</weaknesses><scores>{"format": 5, "factuality": 3, "consis'

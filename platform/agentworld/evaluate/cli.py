@@ -7,7 +7,8 @@ import argparse
 from dataclasses import replace
 
 from agentworld.cli import url
-from agentworld.evaluate.config import EvaluateConfig, InferConfig, JudgeConfig
+from agentworld.evaluate.config import EvaluateConfig, InferConfig
+from agentworld.scoring.config import JudgeConfig
 
 
 def add_model_options(p: argparse.ArgumentParser) -> None:

@@ -1,5 +1,5 @@
 """``infer``: a prediction per item, from a local checkpoint (vLLM on Ray Data, see
-``engine``) or any OpenAI-compatible endpoint, resumable.
+``placement``) or any OpenAI-compatible endpoint, resumable.
 
 Finished predictions are written as atomic parts under ``<out>/parts/`` as they come
 in; a rerun skips the keys already there, so nothing is redone or duplicated. Items the
@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentworld.console import Progress
-from agentworld.evaluate.client import ChatClient, EndpointError
 from agentworld.evaluate.config import InferConfig
-from agentworld.evaluate.items import EvalItem
+from agentworld.evaluate.items import EvalItem, failure_row, prediction_row
 from agentworld.evaluate.store import PartWriter, merge, read_parts
 from agentworld.io import join, write_jsonl
+from agentworld.scoring.chat_client import ChatClient, EndpointError
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -32,22 +32,6 @@ class InferCounts:
     """Predicted by this run."""
     failed: int
     """Failed for good in this run (retried by the next)."""
-
-
-def prediction_row(item: EvalItem, output: str, finish_reason: str | None) -> dict[str, Any]:
-    """An item with its raw output and the observation parsed from it."""
-    from agentworld.schema import parse_output
-
-    return {
-        **item.to_dict(),
-        "output": output,
-        "prediction": parse_output(output).observation,
-        "finish_reason": finish_reason,
-    }
-
-
-def failure_row(item: EvalItem, error: str, attempts: int) -> dict[str, Any]:
-    return {"key": item.key, "domain": item.domain, "error": error, "attempts": attempts}
 
 
 def run_infer(
@@ -81,7 +65,7 @@ def run_infer(
         else:
             if model_url is None:
                 raise ValueError("model_url: the vllm backend needs a checkpoint URL")
-            from agentworld.evaluate.engine import infer_vllm
+            from agentworld.evaluate.placement import infer_vllm
 
             failures = infer_vllm(todo, cfg, model_url, emit)
     rows = read_parts(parts_url, **storage_options)

@@ -43,6 +43,22 @@ def item_key(traj_id: str, turn_idx: int) -> str:
     return f"{traj_id}#{turn_idx}"
 
 
+def prediction_row(item: EvalItem, output: str, finish_reason: str | None) -> dict[str, Any]:
+    """An item with its raw output and the observation parsed from it."""
+    from agentworld.schema import parse_output
+
+    return {
+        **item.to_dict(),
+        "output": output,
+        "prediction": parse_output(output).observation,
+        "finish_reason": finish_reason,
+    }
+
+
+def failure_row(item: EvalItem, error: str, attempts: int) -> dict[str, Any]:
+    return {"key": item.key, "domain": item.domain, "error": error, "attempts": attempts}
+
+
 def items_from_row(row: dict[str, Any]) -> EvalItem:
     """One AgentWorldBench row; raises RecordError naming the field."""
     from agentworld.schema import awb_row_messages

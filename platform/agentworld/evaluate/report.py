@@ -6,8 +6,8 @@ from __future__ import annotations
 import io
 from typing import Any
 
-from agentworld.evaluate.rubrics import DIMENSIONS
 from agentworld.evaluate.score import ALL
+from agentworld.scoring.rubrics import DIMENSIONS
 
 RULE_COLUMNS = (
     ("exact_match", "EM"),

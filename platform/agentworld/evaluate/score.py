@@ -14,8 +14,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from agentworld.evaluate.metrics import METRIC_NAMES, rule_metrics
-from agentworld.evaluate.rubrics import DIMENSIONS
+from agentworld.scoring.metrics import METRIC_NAMES, rule_metrics
+from agentworld.scoring.rubrics import DIMENSIONS
 
 ALL = "all"
 

@@ -99,7 +99,8 @@ def qwen35_a3b() -> Recipe:
 
 def _gpu_evaluate():
     """Evaluation on GPUs: one bf16 vLLM engine per GPU, eight of them."""
-    from agentworld.evaluate.config import EvaluateConfig, InferConfig, SamplingConfig, VLLMConfig
+    from agentworld.evaluate.config import EvaluateConfig, InferConfig, VLLMConfig
+    from agentworld.scoring.config import SamplingConfig
 
     vllm = VLLMConfig(
         replicas=8,

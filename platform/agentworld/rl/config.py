@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from agentworld.config import ConfigError, check_positive
-from agentworld.evaluate.config import JudgeConfig
+from agentworld.scoring.config import JudgeConfig
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,7 +65,9 @@ class RolloutConfig:
             max_prompt_tokens=self.max_prompt_tokens,
         )
         if self.gpus_per_engine < 0:
-            raise ConfigError("rl.rollout.gpus_per_engine", f"must be >= 0, got {self.gpus_per_engine}")
+            raise ConfigError(
+                "rl.rollout.gpus_per_engine", f"must be >= 0, got {self.gpus_per_engine}"
+            )
         if not 0 < self.top_p <= 1:
             raise ConfigError("rl.rollout.top_p", f"must be in (0, 1], got {self.top_p}")
         if not 0 < self.gpu_memory_utilization <= 1:

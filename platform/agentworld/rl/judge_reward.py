@@ -1,5 +1,5 @@
-"""The rubric reward: the shared LLM judge (``agentworld.evaluate.judge``) on the five
-dimensions through any OpenAI-compatible endpoint, with its retries, timeout and verdict
+"""The rubric reward: the shared LLM judge (``agentworld.scoring.judge_client``) on the
+five dimensions through any OpenAI-compatible endpoint, with its retries, timeout and verdict
 parsing. A judgment that fails for good is ``Failed`` (left out of the update and
 counted), never a zero."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agentworld.evaluate.config import JudgeConfig
 from agentworld.rl.rewards import Failed, Prediction, Score
+from agentworld.scoring.config import JudgeConfig
 
 
 def verdict_reward(scores: dict[str, int]) -> float:
@@ -18,8 +18,8 @@ def verdict_reward(scores: dict[str, int]) -> float:
 
 def judge_reward(cfg: JudgeConfig, preds: Sequence[Prediction]) -> list[Score]:
     """Judge every prediction concurrently (bounded by ``cfg.endpoint.concurrency``)."""
-    from agentworld.evaluate.judge import JudgeRequest, judge_sync
     from agentworld.schema import extract_observation
+    from agentworld.scoring.judge_client import JudgeRequest, judge_sync
 
     reqs = [
         JudgeRequest(

@@ -5,7 +5,7 @@ A reward function takes the predictions of one step and returns, per prediction,
 float in [0, 1], ``None`` where the reward does not apply (``json`` when the real
 observation is not JSON), or ``Failed(reason)`` where it could not be computed (a judge
 that gave no verdict). A failed prediction is left out of the update and counted, never
-scored as zero. Rule rewards use the shared metrics of ``agentworld.evaluate.metrics``.
+scored as zero. Rule rewards use the shared metrics of ``agentworld.scoring.metrics``.
 
 Combination: the weighted mean of the rewards that apply, multiplied by every gate
 reward that applies (``format`` by default). Added rather than multiplied, a format
@@ -20,7 +20,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agentworld.evaluate import metrics
+from agentworld.scoring import metrics
 
 
 @dataclass(frozen=True, kw_only=True)

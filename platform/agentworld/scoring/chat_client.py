@@ -1,6 +1,6 @@
 """An OpenAI-compatible chat client with bounded concurrency, a per-request timeout and
-retries with exponential backoff, on the real ``openai`` client. Used by ``infer``
-(the model under evaluation) and by the judge.
+retries with exponential backoff, on the real ``openai`` client. Used by the judge
+(``judge_client``) and by evaluate's ``infer`` (the model under evaluation).
 
 The client belongs to one event loop: create it inside ``async with`` in the loop that
 uses it (``run_sync`` does that for synchronous callers).
@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from agentworld.evaluate.config import EndpointConfig, SamplingConfig
+from agentworld.scoring.config import EndpointConfig, SamplingConfig
 
 T = TypeVar("T")
 # Statuses worth another attempt: timeouts, conflicts, rate limits, server errors.

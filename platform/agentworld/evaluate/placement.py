@@ -1,4 +1,5 @@
-"""Local batch inference: vLLM engines as a Ray Data actor pool over the items.
+"""The evaluate stage's Ray code, and its only module that imports ``ray``: local
+batch inference with vLLM engines as a Ray Data actor pool over the items.
 
 Each actor loads the checkpoint once and generates for batches of items; the driver
 streams the finished rows back (``iter_rows``) and hands each one on as it arrives, so
@@ -16,7 +17,7 @@ from dataclasses import asdict
 from typing import Any
 
 from agentworld.evaluate.config import InferConfig
-from agentworld.evaluate.items import EvalItem
+from agentworld.evaluate.items import EvalItem, failure_row, prediction_row
 
 # Engine settings the actors must see even when the cluster was started elsewhere.
 _FORWARDED_ENV = (
@@ -107,8 +108,6 @@ def infer_vllm(
 ) -> list[dict[str, Any]]:
     """Generate for every item on a pool of ``cfg.vllm.replicas`` engine actors."""
     import ray
-
-    from agentworld.evaluate.infer import failure_row, prediction_row
 
     if not ray.is_initialized():
         ray.init()

@@ -1,4 +1,5 @@
-"""The evaluate stages over a run directory, with manifests and reruns:
+"""The driver of the evaluate stage: its steps over a run directory, with manifests and
+reruns:
 
   <run>/infer/   parts/, predictions.jsonl, failed.jsonl, quarantine.jsonl, manifest.json
   <run>/judge/   parts/, judgments.jsonl, failed.jsonl, manifest.json
@@ -13,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agentworld.evaluate.config import InferConfig, JudgeConfig
+from agentworld.evaluate.config import InferConfig
 from agentworld.io import (
     exists,
     join,
@@ -23,6 +24,7 @@ from agentworld.io import (
     write_jsonl,
     write_manifest,
 )
+from agentworld.scoring.config import JudgeConfig
 
 
 def _stamp(url: str, **so: Any) -> str | None:
@@ -109,7 +111,7 @@ def judge_stage(run_url: str, cfg: JudgeConfig, **so: Any) -> dict[str, Any]:
     """Judge the run's predictions that have no judgment yet."""
     from dataclasses import asdict
 
-    from agentworld.evaluate.judging import run_judge
+    from agentworld.evaluate.judge_predictions import run_judge
 
     out = join(run_url, "judge")
     inputs = {"infer": _stamp(join(run_url, "infer"), **so)}

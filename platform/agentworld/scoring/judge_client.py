@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentworld.evaluate.client import ChatClient, EndpointError
-from agentworld.evaluate.config import JudgeConfig
-from agentworld.evaluate.rubrics import DIMENSIONS, judge_instructions
+from agentworld.scoring.chat_client import ChatClient, EndpointError
+from agentworld.scoring.config import JudgeConfig
+from agentworld.scoring.rubrics import DIMENSIONS, judge_instructions
 
 Message = dict[str, str]
 

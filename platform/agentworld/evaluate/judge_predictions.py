@@ -1,4 +1,6 @@
-"""``judge``: a rubric verdict per prediction, resumable like ``infer``.
+"""``judge``: a rubric verdict for every prediction of a run, resumable like ``infer``.
+One judgment is ``agentworld.scoring.judge_client``'s; this module runs it over a run's
+predictions with stored parts, so a rerun judges only what is missing.
 
 A judgment whose answers held no well-formed verdict is a final result (``ok: false``,
 counted as failed by ``score``). A judgment the endpoint failed for good goes to
@@ -11,11 +13,11 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-from agentworld.evaluate.config import JudgeConfig
 from agentworld.evaluate.infer import bounded_map
-from agentworld.evaluate.judge import JudgeClient, JudgeRequest, JudgeResult
 from agentworld.evaluate.store import PartWriter, merge, read_parts
 from agentworld.io import join, write_jsonl
+from agentworld.scoring.config import JudgeConfig
+from agentworld.scoring.judge_client import JudgeClient, JudgeRequest, JudgeResult
 
 
 @dataclass(frozen=True, kw_only=True)
