@@ -115,7 +115,7 @@ def record_sessions(n: int, path: str) -> int:
     from agentworld.collect import CollectConfig
     from agentworld.collect.env import Workspace
     from agentworld.collect.episode import EpisodeSpec, draw_task
-    from agentworld.collect.terminal import TerminalEnvironment
+    from agentworld.collect.terminal.env import TerminalEnvironment
     from agentworld.io import write_jsonl
     from agentworld.schema import Trajectory, trajectory_to_rows
 

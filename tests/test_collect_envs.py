@@ -10,7 +10,7 @@ import pytest
 
 from agentworld.collect import CollectConfig
 from agentworld.collect.env import Action, Task, Workspace
-from agentworld.collect.playbooks import scripted
+from agentworld.collect.playbook import scripted
 
 
 def _task(**state) -> Task:
@@ -25,7 +25,7 @@ def workspace():
 
 @pytest.fixture
 def terminal(workspace):
-    from agentworld.collect.terminal import TerminalEnvironment
+    from agentworld.collect.terminal.env import TerminalEnvironment
 
     env = TerminalEnvironment(workspace)
     env.reset(_task(files={"notes.txt": "hello\n"}))
@@ -60,7 +60,7 @@ def test_terminal_cannot_write_outside_its_directory(terminal, tmp_path):
 
 
 def test_terminal_host_secrets_are_not_visible(workspace, monkeypatch):
-    from agentworld.collect.terminal import TerminalEnvironment
+    from agentworld.collect.terminal.env import TerminalEnvironment
 
     secret = "aw-secret-" + os.urandom(6).hex()
     monkeypatch.setenv("AGENTWORLD_TEST_SECRET", secret)
@@ -107,7 +107,7 @@ def test_terminal_runaway_commands_are_stopped(terminal):
 
 
 def test_mcp_time_server_real_results_and_errors(workspace):
-    from agentworld.collect.mcp_env import McpEnvironment
+    from agentworld.collect.mcp.env import McpEnvironment
 
     env = McpEnvironment(workspace)
     text = env.reset(_task(server="time"))
@@ -129,7 +129,7 @@ def test_mcp_time_server_real_results_and_errors(workspace):
 
 
 def test_mcp_git_server_sees_the_episode_repository(workspace):
-    from agentworld.collect.mcp_env import McpEnvironment
+    from agentworld.collect.mcp.env import McpEnvironment
 
     repo = {
         "name": "demo",
@@ -159,8 +159,8 @@ def test_swe_episode_fails_then_fixes_the_tests(workspace):
 def test_swe_patch_staging_does_not_follow_links(workspace, tmp_path):
     import random
 
-    from agentworld.collect.playbooks.swe import generate_repo
-    from agentworld.collect.swe import SweEnvironment
+    from agentworld.collect.swe.env import SweEnvironment
+    from agentworld.collect.swe.playbooks import generate_repo
 
     repo = generate_repo(random.Random(1))
     env = SweEnvironment(workspace)
@@ -176,7 +176,7 @@ def test_swe_patch_staging_does_not_follow_links(workspace, tmp_path):
 
 
 def test_search_over_the_standard_library_docs(workspace):
-    from agentworld.collect.search import SearchEnvironment
+    from agentworld.collect.search.env import SearchEnvironment
 
     env = SearchEnvironment(workspace)
     text = env.reset(_task())

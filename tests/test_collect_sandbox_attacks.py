@@ -283,8 +283,8 @@ def test_host_secret_is_not_visible_even_if_the_caller_passes_its_environment(tm
 def swe(workspace, tmp_path):
     import random
 
-    from agentworld.collect.playbooks.swe import generate_repo
-    from agentworld.collect.swe import SweEnvironment
+    from agentworld.collect.swe.env import SweEnvironment
+    from agentworld.collect.swe.playbooks import generate_repo
 
     repo = generate_repo(random.Random(1))
     env = SweEnvironment(workspace)

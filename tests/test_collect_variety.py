@@ -9,7 +9,7 @@ import dataclasses
 from agentworld.collect import CollectConfig
 from agentworld.collect.env import Action, Task, Workspace
 from agentworld.collect.episode import EpisodeSpec, draw_task
-from agentworld.collect.playbooks import scripted
+from agentworld.collect.playbook import scripted
 from agentworld.collect.variety import DEFAULT, Variety
 
 VARIED = ("user", "host", "home", "workdir", "prompt", "timezone", "columns", "search_share")
@@ -32,7 +32,7 @@ def test_same_seed_same_settings_other_seeds_other_settings():
 
 
 def test_the_real_shell_shows_the_settings():
-    from agentworld.collect.terminal import TerminalEnvironment
+    from agentworld.collect.terminal.env import TerminalEnvironment
 
     v = dataclasses.replace(
         DEFAULT,
@@ -70,7 +70,7 @@ def test_the_real_shell_shows_the_settings():
 
 
 def test_search_subset_follows_the_settings():
-    from agentworld.collect.search import SearchEnvironment
+    from agentworld.collect.search.env import SearchEnvironment
 
     def documents(share: float) -> str:
         v = dataclasses.replace(DEFAULT, search_share=share)

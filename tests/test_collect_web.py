@@ -12,10 +12,10 @@ import pytest
 
 from agentworld.collect import CollectConfig
 from agentworld.collect.env import Task, Workspace
-from agentworld.collect.playbooks import scripted
-from agentworld.collect.playbooks.web import elements, find
+from agentworld.collect.playbook import scripted
 from agentworld.collect.web import sites
 from agentworld.collect.web.env import DATASETTE_URL, HELPDESK_URL, TCP_PORTS, web_action
+from agentworld.collect.web.playbooks import elements, find
 from agentworld.schema import Trajectory
 
 CONFIG = CollectConfig(domains=("web",), episodes=8, episodes_per_task=8, seed=0)
@@ -207,7 +207,8 @@ def test_prepare_keeps_every_web_sample_at_the_demo_recipe(
 
     import pyarrow as pa
 
-    from agentworld.data.pipeline import PrepareJob, prepare
+    from agentworld.data.job import PrepareJob
+    from agentworld.data.run import prepare
     from agentworld.io import join, list_shards, read_parquet, write_jsonl
     from agentworld.recipes import debug_cpu
 

@@ -41,8 +41,8 @@ def parse_answer(action: str) -> str | None:
 
 def canonical_action(domain: str, text: str) -> str:
     """The action as the collectors record it: a command line, or a rendered tool call."""
-    from agentworld.collect.mcp_env import parse_tool_call
-    from agentworld.collect.terminal import first_command
+    from agentworld.collect.env import parse_tool_call
+    from agentworld.collect.terminal.env import first_command
 
     return first_command(text) if domain == "terminal" else parse_tool_call(text).text
 

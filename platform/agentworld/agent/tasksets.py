@@ -46,7 +46,7 @@ def _perturb(rng: random.Random, tool_name: str | None, *, paged: bool) -> dict:
 
 
 def search_task(rng: random.Random, index: int, seed: int) -> Task:
-    from agentworld.collect.search import load_corpus
+    from agentworld.collect.search.env import load_corpus
 
     docs = [d for d in load_corpus() if d.kind != "module" and len(_first_line(d.text)) > 30]
     target = rng.choice(docs)
@@ -67,7 +67,7 @@ def search_task(rng: random.Random, index: int, seed: int) -> Task:
 
 def module_tables() -> dict[str, list[tuple[str, str, str]]]:
     """module -> [(name, kind, documented_methods)] for modules with 2-6 members."""
-    from agentworld.collect.search import CORPUS_MODULES, load_corpus
+    from agentworld.collect.search.env import CORPUS_MODULES, load_corpus
 
     docs = load_corpus()
     out = {}
@@ -124,7 +124,7 @@ def table_task(rng: random.Random, index: int, seed: int) -> Task:
 
 
 def terminal_task(rng: random.Random, index: int, seed: int) -> Task:
-    from agentworld.collect.playbooks import words
+    from agentworld.collect.playbook import words
 
     names = sorted(set(words(rng, rng.randint(5, 8))))
     counts = [rng.randint(1, 60) for _ in names]
@@ -159,7 +159,7 @@ def terminal_task(rng: random.Random, index: int, seed: int) -> Task:
 
 def mcp_task(rng: random.Random, index: int, seed: int, oracle: Callable[[dict, str], str]) -> Task:
     """Gold answers come from ``oracle(state, action) -> observation``: the real server."""
-    from agentworld.collect.playbooks.mcp import ZONES, _repo
+    from agentworld.collect.mcp.playbooks import ZONES, _repo
 
     if rng.random() < 0.5:
         src, tgt = rng.sample(ZONES, 2)

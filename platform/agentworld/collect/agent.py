@@ -11,16 +11,10 @@ import re
 from typing import Any
 
 from agentworld.collect.config import CollectConfig
+from agentworld.collect.domains import lookup
 from agentworld.collect.env import Action, Environment
 from agentworld.schema import Turn
 
-INSTRUCTIONS = {
-    "terminal": "Reply with exactly one shell command, and nothing else.",
-    "mcp": 'Reply with exactly one tool call as JSON: {"name": ..., "arguments": {...}}.',
-    "swe": 'Reply with exactly one tool call as JSON: {"name": ..., "arguments": {...}}.',
-    "search": 'Reply with exactly one tool call as JSON: {"name": ..., "arguments": {...}}.',
-    "web": "Reply with exactly one browser action, e.g. click('12'), and nothing else.",
-}
 _THINK = re.compile(r"<think>.*?</think>", re.S)
 
 
@@ -65,7 +59,7 @@ class AgentPolicy:
 
 
 def build_messages(domain: str, environment: str, turns: list[Turn]) -> list[dict[str, Any]]:
-    system = f"{environment}\n\n{INSTRUCTIONS[domain]} Reply DONE when the task is complete."
+    system = f"{environment}\n\n{lookup(domain).instruction} Reply DONE when the task is complete."
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
     messages.append({"role": "user", "content": "Begin."})
     for t in turns:

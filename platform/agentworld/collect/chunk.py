@@ -1,5 +1,5 @@
 """One Ray task's work: a run of episodes in one workspace, each either a validated
-trajectory or a reported failure. Plain functions; placement lives in parallel.py."""
+trajectory or a reported failure. Plain functions; placement lives in placement.py."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentworld.collect.config import CollectConfig
+from agentworld.collect.domains import lookup
 from agentworld.collect.episode import EpisodeSpec, run_episode
 
 
@@ -67,7 +68,8 @@ def _policy(config: CollectConfig, api_key: str | None) -> object | None:
 
 
 def _forget_broken_resources(ws, domain: str) -> None:
-    """After a failed mcp episode, restart its servers for the next one: a server that
-    broke mid-call must not fail the rest of the chunk."""
-    if domain == "mcp":
-        ws.drop("mcp-server-")
+    """After a failed episode, restart the resources its domain names (mcp: its servers)
+    for the next one."""
+    prefix = lookup(domain).restart_after_failure
+    if prefix:
+        ws.drop(prefix)

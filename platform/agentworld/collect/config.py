@@ -5,10 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from agentworld.collect.domains import DOMAINS
 from agentworld.config import ConfigError
 
 CollectDomain = Literal["terminal", "mcp", "swe", "search", "web"]
-RECORDED_DOMAINS: tuple[str, ...] = ("terminal", "mcp", "swe", "search", "web")
+"""The rows of collect.domains.DOMAINS, spelled out for type checkers."""
+RECORDED_DOMAINS: tuple[str, ...] = tuple(DOMAINS)
 DEFAULT_DOMAINS: tuple[str, ...] = ("terminal", "mcp", "swe", "search")
 """Recorded by default: web needs a Chromium on the machine, so it is asked for by name."""
 MCP_SERVERS: tuple[str, ...] = ("time", "git")

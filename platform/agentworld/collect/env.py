@@ -8,7 +8,9 @@ one action for real and returns the Turn (action and the real observation).
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Callable, Generator
@@ -33,6 +35,25 @@ class Action:
     def tool(cls, name: str, /, **arguments: Any) -> Action:
         call = ToolCall(name=name, arguments=arguments)
         return cls(text=render_tool_call(call), tool_call=call)
+
+
+_JSON_OBJ = re.compile(r"\{.*\}", re.S)
+
+
+def parse_tool_call(text: str) -> Action:
+    """A tool call from a model reply: the outermost JSON object with a name; anything
+    else stays a plain-text action (the environment answers that it is not a call)."""
+    m = _JSON_OBJ.search(text)
+    if m:
+        try:
+            obj = json.loads(m.group(0))
+        except json.JSONDecodeError:
+            obj = None
+        if isinstance(obj, dict) and isinstance(obj.get("name"), str):
+            args = obj.get("arguments") or {}
+            if isinstance(args, dict):
+                return Action.tool(obj["name"], **args)
+    return Action(text=text.strip()[:500])
 
 
 @dataclass(frozen=True, kw_only=True)

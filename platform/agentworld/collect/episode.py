@@ -8,7 +8,9 @@ import random
 from dataclasses import dataclass
 
 from agentworld.collect.config import CollectConfig
+from agentworld.collect.domains import lookup
 from agentworld.collect.env import Action, Environment, Task, Workspace
+from agentworld.collect.playbook import pick_task
 from agentworld.schema import Trajectory, Turn
 
 
@@ -37,24 +39,11 @@ def plan_episodes(config: CollectConfig) -> list[EpisodeSpec]:
 
 
 def make_environment(domain: str, workspace: Workspace) -> Environment:
-    if domain == "terminal":
-        from agentworld.collect.terminal import TerminalEnvironment as Env
-    elif domain == "mcp":
-        from agentworld.collect.mcp_env import McpEnvironment as Env
-    elif domain == "swe":
-        from agentworld.collect.swe import SweEnvironment as Env
-    elif domain == "search":
-        from agentworld.collect.search import SearchEnvironment as Env
-    elif domain == "web":
-        from agentworld.collect.web.env import WebEnvironment as Env
-    else:
-        raise ValueError(f"no recorder for domain {domain!r}")
-    return Env(workspace)
+    """The recorder of ``domain`` (its row in collect.domains), set up in ``workspace``."""
+    return lookup(domain).environment_class()(workspace)
 
 
 def draw_task(spec: EpisodeSpec, config: CollectConfig) -> Task:
-    from agentworld.collect.playbooks import pick_task
-
     return pick_task(spec.domain, spec.rng(), mcp_servers=config.mcp_servers)
 
 

@@ -3,7 +3,7 @@ a world model must not memorize as constants (user and host names, the prompt, h
 working directories, time zone and locale, terminal width, git identity, the share of
 the search corpus that is indexed).
 
-An episode's settings are drawn from its own RNG (see ``playbooks.pick_task``): the same
+An episode's settings are drawn from its own RNG (see ``playbook.pick_task``): the same
 seed gives the same settings, other seeds give others. ``DEFAULT`` is the fixed sandbox
 the recorders used before (``agent@sandbox`` in /home/agent): what a task without drawn
 settings gets.

@@ -3,6 +3,7 @@ a form-driven helpdesk app) served on the sandbox's loopback and visited by a he
 Chromium that Playwright drives.
 
   env.py       the recorder (WebEnvironment): actions in, observations out
+  playbooks.py tasks on Datasette and the helpdesk, read from each page's tree
   session.py   the sandboxed driver process, from the host's side
   driver.py    inside the sandbox: the applications, the browser, each action
   axtree.py    the accessibility tree as the agent reads it ([bid] role "name")

@@ -1,6 +1,7 @@
-"""Scripted task playbooks: per domain, families of tasks whose parameters (names,
-contents, numbers, the order and mistakes of the actions) come from a seeded RNG, so the
-corpus has realistic repetition and near-duplicates and a seed fixes every action."""
+"""What every domain's playbooks share. A domain's ``playbooks.py`` holds families of
+tasks whose parameters (names, contents, numbers, the order and mistakes of the
+actions) come from a seeded RNG, so the corpus has realistic repetition and
+near-duplicates and a seed fixes every action; ``pick_task`` draws one of them."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import dataclasses
 import random
 from collections.abc import Callable, Iterable
 
+from agentworld.collect.domains import lookup
 from agentworld.collect.env import Action, Script, Task
 from agentworld.collect.variety import draw_variety
 
@@ -19,25 +21,15 @@ WORDS = (
 
 
 def pick_task(domain: str, rng: random.Random, *, mcp_servers: tuple[str, ...] = ()) -> Task:
-    """Draw one task of ``domain``: a playbook family, then its parameters. For mcp,
-    only families whose server is in ``mcp_servers``."""
-    if domain == "terminal":
-        from agentworld.collect.playbooks.terminal import PLAYBOOKS
-    elif domain == "mcp":
-        from agentworld.collect.playbooks.mcp import PLAYBOOKS
-    elif domain == "swe":
-        from agentworld.collect.playbooks.swe import PLAYBOOKS
-    elif domain == "search":
-        from agentworld.collect.playbooks.search import PLAYBOOKS
-    elif domain == "web":
-        from agentworld.collect.playbooks.web import PLAYBOOKS
-    else:
-        raise ValueError(f"no playbooks for domain {domain!r}")
-    names = sorted(PLAYBOOKS)
-    if domain == "mcp":
+    """Draw one task of ``domain``: a playbook family, then its parameters. For a
+    per-server domain (mcp), only families whose server is in ``mcp_servers``."""
+    row = lookup(domain)
+    playbooks = row.playbook_table()
+    names = sorted(playbooks)
+    if row.per_server:
         names = [n for n in names if n.split("-")[0] in mcp_servers]
     name = rng.choice(names)
-    task = PLAYBOOKS[name](rng)
+    task = playbooks[name](rng)
     # Drawn after the playbook's own choices, which a seed therefore fixes as before.
     variety = draw_variety(rng).to_dict()
     return dataclasses.replace(task, state={**task.state, "variety": variety})

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agentworld.collect.env import Action, Script, Task
-from agentworld.collect.playbooks import WORDS
+from agentworld.collect.playbook import WORDS
 
 # name -> (correct body, buggy body, a wrong "fix", argument generator)
 FUNCTIONS: dict[str, tuple[str, str, str, Callable[[random.Random], tuple]]] = {

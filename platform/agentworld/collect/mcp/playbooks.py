@@ -8,7 +8,7 @@ import random
 from collections.abc import Callable
 
 from agentworld.collect.env import Action, Script, Task
-from agentworld.collect.playbooks import scripted, words
+from agentworld.collect.playbook import scripted, words
 from agentworld.collect.sandbox import SANDBOX_HOME
 from agentworld.schema import Turn
 

@@ -14,10 +14,9 @@ import os
 import shlex
 import subprocess
 
-from agentworld.collect.env import Action, Task
-from agentworld.collect.mcp_env import parse_tool_call
+from agentworld.collect.env import Action, Task, parse_tool_call
 from agentworld.collect.sandbox import SANDBOX_HOME, base_env
-from agentworld.collect.terminal import GIT_ENV, ShellEnvironment, command_turn
+from agentworld.collect.shell_env import GIT_ENV, ShellEnvironment, command_turn
 from agentworld.collect.variety import Variety
 from agentworld.schema import Outcome, Turn
 

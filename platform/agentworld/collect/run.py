@@ -40,7 +40,7 @@ def plan_chunks(config: CollectConfig) -> dict[int, list[EpisodeSpec]]:
 def collect(config: CollectConfig, out: str, **storage_options: Any) -> dict[str, Any]:
     """Record ``config.episodes`` episodes under ``out``; returns the manifest. Needs
     Ray initialized (jobs/collect.py does it)."""
-    from agentworld.collect.parallel import run_chunks
+    from agentworld.collect.placement import run_chunks
 
     if is_complete(out, **storage_options):
         manifest = read_manifest(out, **storage_options)

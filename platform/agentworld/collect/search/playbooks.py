@@ -39,7 +39,7 @@ def _result_ids(observation: str) -> list[str]:
 
 
 def lookup(rng: random.Random) -> Task:
-    from agentworld.collect.search import load_corpus
+    from agentworld.collect.search.env import load_corpus
 
     docs = [d for d in load_corpus() if d.kind != "module" and len(d.text) > 80]
     target = rng.choice(docs)

@@ -10,20 +10,19 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 import time
 from contextlib import asynccontextmanager
 from typing import Any
 
-from agentworld.collect.env import Action, Environment, Task, Workspace
+from agentworld.collect.env import Action, Environment, Task, Workspace, parse_tool_call
 from agentworld.collect.sandbox import (
     SandboxSpec,
     base_env,
     python_read_paths,
     sandbox_command,
 )
-from agentworld.collect.terminal import GIT_ENV, write_files
+from agentworld.collect.shell_env import GIT_ENV, write_files
 from agentworld.schema import Turn
 
 SERVER_COMMANDS = {"time": "mcp-server-time", "git": "mcp-server-git"}
@@ -197,22 +196,3 @@ def _cap(text: str, cap: int, meta: dict[str, Any]) -> str:
     meta["truncated_bytes"] = len(data) - cap
     head = data[:cap].decode("utf-8", errors="ignore")
     return head + f"\n[output truncated: {len(data) - cap} bytes omitted]"
-
-
-_JSON_OBJ = re.compile(r"\{.*\}", re.S)
-
-
-def parse_tool_call(text: str) -> Action:
-    """A tool call from a model reply: the outermost JSON object with a name; anything
-    else stays a plain-text action (the environment answers that it is not a call)."""
-    m = _JSON_OBJ.search(text)
-    if m:
-        try:
-            obj = json.loads(m.group(0))
-        except json.JSONDecodeError:
-            obj = None
-        if isinstance(obj, dict) and isinstance(obj.get("name"), str):
-            args = obj.get("arguments") or {}
-            if isinstance(args, dict):
-                return Action.tool(obj["name"], **args)
-    return Action(text=text.strip()[:500])

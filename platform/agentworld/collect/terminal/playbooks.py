@@ -8,7 +8,7 @@ import shlex
 from collections.abc import Callable
 
 from agentworld.collect.env import Action, Task
-from agentworld.collect.playbooks import scripted, words
+from agentworld.collect.playbook import scripted, words
 
 
 def _maybe_typo(rng: random.Random, command: str) -> list[str]:

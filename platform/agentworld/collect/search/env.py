@@ -15,8 +15,7 @@ import time
 import warnings
 from dataclasses import dataclass
 
-from agentworld.collect.env import Action, Environment, Task
-from agentworld.collect.mcp_env import parse_tool_call
+from agentworld.collect.env import Action, Environment, Task, parse_tool_call
 from agentworld.schema import Turn
 
 CORPUS_MODULES = (
@@ -60,8 +59,10 @@ def load_corpus() -> tuple[Doc, ...]:
     import os
     import subprocess
 
-    code = "import json, agentworld.collect.search as s; print(json.dumps(s.build_corpus()))"
-    package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    import agentworld
+
+    code = "import json, agentworld.collect.search.env as s; print(json.dumps(s.build_corpus()))"
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(agentworld.__file__)))
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([package_root, os.environ.get("PYTHONPATH", "")]),
