@@ -17,7 +17,6 @@ from _quick import parse_sized
 from _results import goal, write_result
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-sys.path.insert(0, os.path.join(ROOT, "platform"))
 # Four tasks of three episodes: still enough chunks to keep two workers busy.
 QUICK = {"episodes": 12, "episodes_per_task": 3, "repeats": 1}
 

@@ -26,7 +26,6 @@ import time
 from _results import goal, write_result
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-sys.path.insert(0, os.path.join(ROOT, "platform"))
 
 
 def datasketch_dedup(files: list[str], threshold: float, num_perm: int) -> tuple[set[str], float]:
@@ -71,10 +70,10 @@ def ours(url: str, workers: int) -> tuple[set[str], dict[str, float], dict]:
 
     from agentworld.data import DataConfig
     from agentworld.data.dedup import find_duplicates
-    from agentworld.data.ingest import ingest_dataset
     from agentworld.data.labels import label_block
-    from agentworld.data.ray_env import data_context
-    from agentworld.data.stages import clean_records
+    from agentworld.data.placement import data_context
+    from agentworld.data.steps.dedup import clean_records
+    from agentworld.data.steps.ingest import ingest_dataset
 
     cfg = DataConfig(num_workers=workers, progress_bars=False)
     t0 = time.perf_counter()

@@ -25,8 +25,6 @@ from _quick import parse_sized
 from _results import goal, write_result
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "platform"))
-sys.path.insert(0, str(ROOT))
 # Fewer and shorter answers; concurrency unchanged, so the ratio compares the same thing.
 QUICK = {"items": 32, "max_tokens": 16}
 
@@ -78,10 +76,9 @@ def wait_ready(base_url: str, proc: subprocess.Popen, limit_s: float = 600) -> N
 
 
 def build_items(n: int):
-    from tests.helpers import sample_trajectories
-
     from agentworld.evaluate.items import items_from_row
     from agentworld.schema import trajectory_to_rows
+    from agentworld.schema.examples import sample_trajectories
 
     rows = [r for t in sample_trajectories(n, seed=1) for r in trajectory_to_rows(t)]
     return [items_from_row(r) for r in rows[:n]]
@@ -114,9 +111,8 @@ def main() -> int:
     p.add_argument("--concurrency", type=int, default=16)
     p.add_argument("--max-tokens", type=int, default=32)
     args = parse_sized(p, QUICK)
-    from tests.helpers import sample_trajectories
-
     from agentworld.model import build_tiny_checkpoint
+    from agentworld.schema.examples import sample_trajectories
 
     with tempfile.TemporaryDirectory() as tmp:
         texts = [

@@ -26,7 +26,6 @@ import time
 from _results import goal, write_result
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-sys.path.insert(0, os.path.join(ROOT, "platform"))
 _LINE = re.compile(r"\[prepare\] \d+/\d+ (\w+): .*\(([\d.]+)s\)$", re.S)
 
 
@@ -73,7 +72,8 @@ def write_corpus(n: int, root: str) -> tuple[str, int]:
 
 def run_prepare(url: str, out: str) -> tuple[dict[str, float], float, int]:
     """Seconds per stage, total seconds, peak worker RSS bytes."""
-    from agentworld.data.pipeline import PrepareJob, prepare
+    from agentworld.data.job import PrepareJob
+    from agentworld.data.run import prepare
     from agentworld.recipes import debug_cpu
 
     recipe = debug_cpu()
@@ -106,13 +106,13 @@ def cpu_rates(url: str, out: str, limit: int = 10_000) -> dict[str, float]:
     import pyarrow.compute as pc
 
     from agentworld.data import DataConfig
+    from agentworld.data.bin_packing import pack_documents
     from agentworld.data.exact import exact_partition
     from agentworld.data.features import featurize
-    from agentworld.data.ingest import feature_spec, reader_spec
+    from agentworld.data.ingest_rows import plan_ranges, read_range
     from agentworld.data.lsh import bucket_partition, explode_bands
-    from agentworld.data.pack import pack_documents
-    from agentworld.data.reader import plan_ranges, read_range
     from agentworld.data.samples import tokenize_block
+    from agentworld.data.steps.ingest import feature_spec, reader_spec
     from agentworld.io import join
     from agentworld.recipes import debug_cpu
 

@@ -25,8 +25,6 @@ from _quick import parse_sized
 from _results import goal, write_result
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "platform"))
-sys.path.insert(0, str(ROOT))
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "2")
 os.environ.setdefault("WANDB_MODE", "offline")
@@ -39,11 +37,10 @@ QUICK = {"contexts": 4, "group": 4, "new_tokens": 16, "steps": 2}
 def build_inputs(tmp: str, a: argparse.Namespace):
     """A small_cpu-shaped checkpoint (tokenizer trained on generated trajectories) and
     tokenized contexts from the same trajectories."""
-    from tests.helpers import sample_trajectories
-
     from agentworld.model import build_tiny_checkpoint, load_tokenizer
     from agentworld.recipes import get_recipe
     from agentworld.rl.data import LoadResult, context_from_row, sample_rows, tokenize_contexts
+    from agentworld.schema.examples import sample_trajectories
 
     trajs = sample_trajectories(60, seed=3)
     texts = [t.environment for t in trajs] + [

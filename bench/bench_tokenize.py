@@ -26,7 +26,6 @@ import time
 from _results import goal, write_result
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-sys.path.insert(0, os.path.join(ROOT, "platform"))
 
 
 def _messages(record: dict) -> list[dict[str, str]]:

@@ -28,7 +28,6 @@ from _quick import parse_sized
 from _results import goal, write_result
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-sys.path.insert(0, os.path.join(ROOT, "platform"))
 os.environ.setdefault("WANDB_MODE", "disabled")
 WARMUP = 3
 SEQ_LEN = 256
@@ -125,7 +124,7 @@ def plain_loop(data: str, steps: int, threads: int) -> float:
 def ray_train(data: str, out: str, workers: int, steps: int) -> tuple[float, float]:
     """(tokens/s over steady-state steps, wall seconds end to end incl. start-up)."""
     from agentworld.train.job import TrainJob
-    from agentworld.train.stage import run_stage
+    from agentworld.train.run import run
 
     rates: list[float] = []
 
@@ -136,7 +135,7 @@ def ray_train(data: str, out: str, workers: int, steps: int) -> tuple[float, flo
 
     start = time.perf_counter()
     job = TrainJob(stage="cpt", data=data, out=out, recipe=recipe(workers, steps))
-    run_stage(job, log=lambda line: None, on_event=collect)
+    run(job, log=lambda line: None, on_event=collect)
     return statistics.median(rates), time.perf_counter() - start
 
 

@@ -16,8 +16,7 @@ from dataclasses import astuple, dataclass
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _results import RESULTS, machine  # noqa: E402 (the line above makes it importable)
+from _results import RESULTS, machine
 
 COLUMNS = (
     "bench",

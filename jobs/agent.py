@@ -10,38 +10,24 @@ Writes under --out: report.json, report.md, *.png, tasks.jsonl, episodes/, agent
 metrics.jsonl, sim_prompts.jsonl, manifest.json (a finished run does nothing on rerun).
 
 Run:  python jobs/agent.py train --recipe debug_cpu --world-model runs/demo/sft/hf \
-          --data runs/demo/raw --out runs/demo/agent --set rl.max_steps=2
+          --data runs/demo/raw --out runs/demo/agent --set agent.rl.max_steps=2
  or:  ray job submit --working-dir . -- python jobs/agent.py train --recipe qwen35_a3b ...
-Any AgentConfig field: --set KEY=VALUE (dotted: tasks.per_family=8, sim.temperature=0.5).
+Any recipe field: --set KEY=VALUE (dotted: agent.tasks.per_family=8, agent.sim.temperature=0.5).
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "platform"))
-
-from agentworld.cli import run_job, url  # noqa: E402
+from agentworld.cli import job_parser, recipe_options, run_job, url
 
 
 def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--recipe", default="debug_cpu")
+    common = argparse.ArgumentParser(add_help=False, parents=[recipe_options()])
     common.add_argument("--world-model", required=True, type=url, help="world-model HF checkpoint")
     common.add_argument("--out", required=True, type=url, help="run directory (path or URL)")
-    common.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="AgentConfig override (repeatable)",
-    )
-    p = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    p = job_parser(__doc__, recipe=False)
     sub = p.add_subparsers(dest="command", required=True)
     train = sub.add_parser("train", parents=[common], help="train and compare agents")
     train.add_argument("--data", type=url, help="collected trajectories (demonstrations)")
@@ -60,12 +46,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def build_job(args: argparse.Namespace):
     """The AgentJob; a bad recipe, override or input fails here, before any work."""
     from agentworld.agent.run import AgentJob
-    from agentworld.config import ConfigError, set_overrides
+    from agentworld.config import ConfigError
     from agentworld.io import exists
-    from agentworld.recipes import get_recipe
+    from agentworld.recipes import load
 
-    recipe = get_recipe(args.recipe)
-    recipe = dataclasses.replace(recipe, agent=set_overrides(recipe.agent, args.set))
+    recipe = load(args.recipe, args.set)
     agents = {}
     for item in getattr(args, "agent", []):
         name, sep, path = item.partition("=")

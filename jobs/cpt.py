@@ -8,7 +8,7 @@ safetensors + tokenizer + chat template, which transformers and vLLM load), wand
 resumes from its newest checkpoint.
 
 Run:  python jobs/cpt.py --data runs/demo/prepared --out runs/demo/cpt --recipe debug_cpu
-      python jobs/cpt.py ... --train max_steps=20 --train learning_rate=3e-3
+      python jobs/cpt.py ... --set train.max_steps=20 --set train.learning_rate=3e-3
       ray job submit --working-dir . -- python jobs/cpt.py --data s3://bucket/prepared --out s3://bucket/cpt
 """
 
@@ -17,16 +17,30 @@ from __future__ import annotations
 import argparse
 import sys
 
-from agentworld.cli import run_job
-from agentworld.train import cli
+from agentworld.cli import job_parser, run_job, url
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    return cli.parse_args("cpt", __doc__, argv)
+    p = job_parser(__doc__)
+    p.add_argument("--data", type=url, help="the prepare stage's output (tokenizer/, packed/)")
+    p.add_argument("--out", type=url, required=True, help="run directory (path or fsspec URL)")
+    p.add_argument(
+        "--init",
+        type=url,
+        help="HF checkpoint to start from (default: recipe.model.pretrained, else a fresh model)",
+    )
+    return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
-    return cli.main("cpt", __doc__, argv)
+    args = parse_args(argv)
+    from agentworld.recipes import load
+    from agentworld.train.job import TrainJob
+    from agentworld.train.run import run_locally
+
+    recipe = load(args.recipe, args.set)  # a bad value fails here, before Ray starts
+    job = TrainJob(stage="cpt", data=args.data or "", out=args.out, recipe=recipe, init=args.init)
+    return run_locally(job)
 
 
 if __name__ == "__main__":

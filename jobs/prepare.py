@@ -8,40 +8,29 @@ report.json and manifest.json. A finished run is not redone; a killed one resume
 
 Run:
   python jobs/prepare.py --input runs/demo/raw --out runs/demo/prepared --recipe debug_cpu \\
-      [--eval-sets awb_eval/] [--data near_dup_threshold=0.85 --data num_workers=4]
+      [--eval-sets awb_eval/] [--set data.near_dup_threshold=0.85 --set data.num_workers=4]
   ray job submit --working-dir . -- python jobs/prepare.py --input s3://bucket/raw ...
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 
-from agentworld.cli import run_job, url, urls
+from agentworld.cli import job_parser, run_job, url, urls
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    p = job_parser(__doc__)
     p.add_argument(
         "--input", type=urls, required=True, help="comma-separated shard files or directories"
     )
     p.add_argument("--out", type=url, required=True, help="run directory (path or fsspec URL)")
-    p.add_argument("--recipe", default="debug_cpu", help="recipe name (agentworld.recipes)")
     p.add_argument(
         "--eval-sets",
         type=urls,
         default=(),
         help="comma-separated evaluation sets to decontaminate against",
-    )
-    p.add_argument(
-        "--data",
-        action="append",
-        default=[],
-        metavar="FIELD=VALUE",
-        help="override a DataConfig field of the recipe (repeatable)",
     )
     return p.parse_args(argv)
 
@@ -49,12 +38,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def build_job(args: argparse.Namespace):
     """The PrepareJob; a bad recipe or override fails here, before any work."""
     from agentworld.config import ConfigError
-    from agentworld.data.pipeline import PrepareJob
-    from agentworld.recipes import get_recipe
-    from agentworld.recipes.config import apply_overrides
+    from agentworld.data.job import PrepareJob
+    from agentworld.recipes import load
 
-    recipe = get_recipe(args.recipe)
-    recipe = dataclasses.replace(recipe, data=apply_overrides(recipe.data, args.data, owner="data"))
+    recipe = load(args.recipe, args.set)
     if not args.input:
         raise ConfigError("input", "give at least one input URL")
     return PrepareJob(inputs=args.input, out=args.out, recipe=recipe, eval_sets=args.eval_sets)
@@ -65,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     job = build_job(args)
     from agentworld.cluster import local_ray
     from agentworld.console import say
-    from agentworld.data.pipeline import check_inputs, prepare
+    from agentworld.data.run import check_inputs, prepare
 
     check_inputs(job)  # before any cluster starts
     with local_ray():  # joins the cluster of RAY_ADDRESS (ray job submit) or starts one

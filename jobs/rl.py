@@ -12,7 +12,8 @@ Reads prepare's per-turn samples (``<data>/samples/sft/``), starts from an HF ch
 Run:  python jobs/rl.py --data runs/prepare --init runs/sft/hf --out runs/rl --recipe debug_cpu
  or:  ray job submit --working-dir . -- python jobs/rl.py --data ... --init ... --out ...
 The rubric judge is on when the recipe lists a ``judge`` reward, or with
-``--judge-url http://host:port/v1`` (any OpenAI-compatible endpoint; ``--judge-weight``).
+``--judge-url http://host:port/v1`` (any OpenAI-compatible endpoint; weight 1). Settings
+come from the recipe's ``rl`` section: ``--set rl.max_steps=20 --set rl.wandb=false``.
 """
 
 from __future__ import annotations
@@ -21,30 +22,24 @@ import argparse
 import dataclasses
 import sys
 
-from agentworld.cli import run_job, url
+from agentworld.cli import job_parser, run_job, url
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    p = job_parser(__doc__)
     p.add_argument("--data", type=url, required=True, help="prepare run dir or samples/sft URL")
     p.add_argument("--init", type=url, required=True, help="HF checkpoint URL to start from")
     p.add_argument("--out", type=url, required=True, help="run directory (path or fsspec URL)")
-    p.add_argument("--recipe", default="debug_cpu")
-    p.add_argument("--max-steps", type=int, help="override recipe.rl.max_steps")
     p.add_argument("--judge-url", help="add the rubric judge reward on this endpoint")
     p.add_argument("--judge-model", help="served judge model (default: the endpoint's first)")
-    p.add_argument("--judge-weight", type=float, default=1.0)
-    p.add_argument("--no-wandb", action="store_true", help="metrics.jsonl only")
     return p.parse_args(argv)
 
 
 def build_recipe(args: argparse.Namespace):
     """The named recipe with the command line's overrides; validated before any work."""
-    from agentworld.scoring.config import EndpointConfig, JudgeConfig
     from agentworld.recipes import get_recipe
     from agentworld.rl.config import RewardSpec
+    from agentworld.scoring.config import EndpointConfig, JudgeConfig
 
     recipe = get_recipe(args.recipe)
     rl = recipe.rl

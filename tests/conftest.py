@@ -7,7 +7,6 @@ Heavy pieces start once per session and only when a test asks for them.
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,8 +20,6 @@ os.environ.setdefault("OMP_NUM_THREADS", "2")
 # vLLM's CPU build: a 1 GiB KV cache is plenty for tiny models and keeps several
 # engines (tests, Serve replicas, rollout actors) inside the machine's memory.
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 S3_REGION = "us-west-2"
 
@@ -104,7 +101,7 @@ def ray_cluster():
 @pytest.fixture(scope="session")
 def corpus_texts():
     """Text the tiny tokenizer is trained on: a small generated set of trajectories."""
-    from tests.helpers import sample_trajectories
+    from agentworld.schema.examples import sample_trajectories
 
     texts = []
     for t in sample_trajectories(40):

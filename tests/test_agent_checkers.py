@@ -177,13 +177,13 @@ def test_job_command_line_rejects_bad_input_before_any_work(tmp_path, tiny_check
     job = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(job)
     base = ["train", "--world-model", tiny_checkpoint, "--out", str(tmp_path / "out")]
-    parsed = job.build_job(job.parse_args([*base, "--set", "rl.max_steps=3"]))
+    parsed = job.build_job(job.parse_args([*base, "--set", "agent.rl.max_steps=3"]))
     assert parsed.recipe.agent.rl.max_steps == 3 and parsed.command == "train"
     with pytest.raises(SystemExit) as e:
         job.parse_args([*base, "--bogus-flag", "1"])
     assert e.value.code == 2
     for argv, field in (
-        ([*base, "--set", "sim.nosuch=1"], "agent.sim.nosuch"),
+        ([*base, "--set", "agent.sim.nosuch=1"], "agent.sim.nosuch"),
         (
             ["train", "--world-model", str(tmp_path / "missing"), "--out", str(tmp_path / "o")],
             "world-model",

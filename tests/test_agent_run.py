@@ -44,7 +44,7 @@ def agent_run(tiny_checkpoint, vllm_engine, ray_cluster, tmp_path_factory):
     from agentworld.agent.run import AgentJob, run
     from agentworld.agent.world import ConsistentWorld, EngineWorld
     from agentworld.io import write_jsonl
-    from tests.helpers import sample_trajectories
+    from agentworld.schema.examples import sample_trajectories
 
     root = tmp_path_factory.mktemp("agent")
     write_jsonl(

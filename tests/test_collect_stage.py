@@ -168,7 +168,14 @@ def test_bad_config_fails_before_any_work(tmp_path):
     import subprocess
     import sys
 
-    cmd = [sys.executable, "jobs/collect.py", "--out", str(tmp_path / "x"), "--domains", "android"]
+    cmd = [
+        sys.executable,
+        "jobs/collect.py",
+        "--out",
+        str(tmp_path / "x"),
+        "--set",
+        "collect.domains=android",
+    ]
     res = subprocess.run(
         cmd, capture_output=True, text=True, cwd=str(__import__("tests.conftest").conftest.ROOT)
     )

@@ -16,15 +16,15 @@ import pytest
 
 from agentworld.data.components import components_in_memory, components_local
 from agentworld.data.exact import exact_partition
+from agentworld.data.ingest_rows import parse_obj, record_json
 from agentworld.data.kernels import jaccards
 from agentworld.data.lsh import bucket_pairs, bucket_partition, pair_jaccards
 from agentworld.data.minhash import band_keys_many, permutations, signatures
-from agentworld.data.reader import parse_obj, record_json
 from agentworld.data.survivor import pick_survivor, pick_survivors_local
 from agentworld.data.synthetic import synthetic_corpus
 from agentworld.data.text import flat_ngram_hashes, hash64, normalized_words
 from agentworld.schema import trajectory_to_chat, trajectory_to_rows
-from tests.helpers import sample_trajectories
+from agentworld.schema.examples import sample_trajectories
 
 M64 = (1 << 64) - 1
 TEXTS = [

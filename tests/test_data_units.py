@@ -15,17 +15,17 @@ import pytest
 
 from agentworld.config import ConfigError
 from agentworld.data import DataConfig
-from agentworld.data.components import components_in_memory, large_star, small_star
-from agentworld.data.lsh import bucket_pairs
-from agentworld.data.minhash import collision_probability, signature
-from agentworld.data.pack import (
+from agentworld.data.bin_packing import (
     best_fit_decreasing,
     efficiency,
     minimum_bin_slack,
     pack_documents,
     pack_rows,
 )
-from agentworld.data.reader import INGEST_SCHEMA, ReaderSpec, plan_ranges, read_range
+from agentworld.data.components import components_in_memory, large_star, small_star
+from agentworld.data.ingest_rows import INGEST_SCHEMA, ReaderSpec, plan_ranges, read_range
+from agentworld.data.lsh import bucket_pairs
+from agentworld.data.minhash import collision_probability, signature
 from agentworld.data.synthetic import BAD_LINES, synthetic_corpus
 from agentworld.data.text import jaccard, ngram_hashes, words
 from agentworld.data.tokenize import (
@@ -42,7 +42,7 @@ from agentworld.schema import (
     trajectory_to_chat,
     trajectory_to_rows,
 )
-from tests.helpers import sample_trajectories
+from agentworld.schema.examples import sample_trajectories
 
 
 def _read_all(url: str, split_bytes: int, **spec) -> pa.Table:
@@ -276,7 +276,7 @@ def test_prepare_job_rejects_bad_config_and_missing_inputs_before_any_work(tmp_p
     import importlib.util
     from pathlib import Path
 
-    from agentworld.data.pipeline import check_inputs
+    from agentworld.data.run import check_inputs
 
     path = Path(__file__).resolve().parents[1] / "jobs" / "prepare.py"
     spec = importlib.util.spec_from_file_location("prepare_job", path)
@@ -288,12 +288,12 @@ def test_prepare_job_rejects_bad_config_and_missing_inputs_before_any_work(tmp_p
         return cli.build_job(cli.parse_args(["--input", str(tmp_path), "--out", out, *extra]))
 
     with pytest.raises(ConfigError, match="data.bogus"):
-        build("--data", "bogus=1")
+        build("--set", "data.bogus=1")
     with pytest.raises(ConfigError, match="data.eval_fraction"):
-        build("--data", "eval_fraction=1.5")
+        build("--set", "data.eval_fraction=1.5")
     with pytest.raises(ConfigError, match="recipe"):
         build("--recipe", "nope")
-    assert build("--data", "near_dup_threshold=0.9").data.near_dup_threshold == 0.9
+    assert build("--set", "data.near_dup_threshold=0.9").data.near_dup_threshold == 0.9
     with pytest.raises(FileNotFoundError, match="eval set .*missing"):
         check_inputs(build("--eval-sets", str(tmp_path / "missing")))
     assert not (tmp_path / "out").exists()

@@ -164,12 +164,12 @@ def test_entrypoint_naming_a_missing_job_or_bad_argument_is_named(tree):
         "RayJob/agentworld-collect",
         "spec.entrypoint: jobs/colect.py does not exist",
     )
-    patch.write_text(text.replace("--episodes 24", "--episodes many"))
+    patch.write_text(text.replace("collect.episodes=24", "collect.episodes=many"))
     assert find(
         problems_of(tree),
         "RayJob/agentworld-collect",
-        "jobs/collect.py rejects its arguments",
-        "--episodes",
+        "jobs/collect.py rejects its configuration",
+        "collect.episodes",
     )
 
 

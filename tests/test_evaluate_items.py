@@ -98,7 +98,7 @@ def test_load_awb_dir_quarantines_bad_and_duplicate_rows(tmp_path):
 
 
 def test_load_records_and_samples(tmp_path):
-    from tests.helpers import sample_trajectories
+    from agentworld.schema.examples import sample_trajectories
 
     trajs = sample_trajectories(3)
     write_jsonl(str(tmp_path / "raw" / "part-00000.jsonl"), trajs)

@@ -10,7 +10,7 @@ import pytest
 from agentworld.evaluate.placement import fit_prompt
 from agentworld.io import read_jsonl, write_jsonl
 from agentworld.schema import trajectory_to_rows
-from tests.helpers import sample_trajectories
+from agentworld.schema.examples import sample_trajectories
 from tests.test_evaluate_score import load_job
 
 

@@ -24,7 +24,7 @@ from agentworld.io import (
 )
 from agentworld.io.shards import iter_records
 from agentworld.schema.arrow import from_arrow_table
-from tests.helpers import sample_trajectories
+from agentworld.schema.examples import sample_trajectories
 
 
 @pytest.fixture(params=["path", "file", "s3"])

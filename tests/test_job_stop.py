@@ -24,8 +24,9 @@ def finished_chunks(out: Path) -> int:
 
 def test_sigterm_stops_collect_resumably(tmp_path):
     out = tmp_path / "raw"
-    argv = [sys.executable, "jobs/collect.py", "--out", str(out), "--domains", "terminal,search",
-            "--episodes", "24", "--episodes-per-task", "2", "--parallel", "1"]  # fmt: skip
+    argv = [sys.executable, "jobs/collect.py", "--out", str(out), "--set", "collect.domains=terminal,search",
+            "--set", "collect.episodes=24", "--set", "collect.episodes_per_task=2",
+            "--set", "collect.max_parallel=1"]  # fmt: skip
     log = tmp_path / "first.log"
     with open(log, "w") as f:
         proc = subprocess.Popen(argv, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT)

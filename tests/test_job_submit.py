@@ -138,9 +138,10 @@ def test_readme_job_lines_on_a_two_node_cluster(two_node_cluster, tmp_path):
     for name in ("jobs", "serve"):
         shutil.copytree(ROOT / name, checkout / name, ignore=shutil.ignore_patterns("__pycache__"))
     out = tmp_path / "runs"
-    logs = submit(env, url, checkout, ["jobs/collect.py", "--out", f"{out}/raw", "--domains",
-                  "terminal,search,mcp,swe", "--episodes", "16", "--episodes-per-task", "1",
-                  "--parallel", "4", "--recipe", "debug_cpu"])  # fmt: skip
+    logs = submit(env, url, checkout, ["jobs/collect.py", "--out", f"{out}/raw", "--set",
+                  "collect.domains=terminal,search,mcp,swe", "--set", "collect.episodes=16",
+                  "--set", "collect.episodes_per_task=1", "--set", "collect.max_parallel=4",
+                  "--recipe", "debug_cpu"])  # fmt: skip
     assert "[collect] 16 trajectories" in logs, logs[-2000:]
     collect_logs = logs
     chunks = [t for t in _ray_list(env, url, "tasks") if t["name"] == "run_chunk"]
@@ -151,7 +152,7 @@ def test_readme_job_lines_on_a_two_node_cluster(two_node_cluster, tmp_path):
                   f"{out}/prepared", "--recipe", "debug_cpu"])  # fmt: skip
     assert "[prepare] done: kept" in logs
     logs = submit(env, url, checkout, ["jobs/cpt.py", "--data", f"{out}/prepared", "--out",
-                  f"{out}/cpt", "--recipe", "debug_cpu", "--train", "max_steps=6"])  # fmt: skip
+                  f"{out}/cpt", "--recipe", "debug_cpu", "--set", "train.max_steps=6"])  # fmt: skip
     assert "[cpt] 6 steps" in logs, logs[-2000:]
     for stage in ("raw", "prepared", "cpt"):
         assert is_complete(str(out / stage)), stage

@@ -7,7 +7,7 @@ from agentworld.config import ConfigError
 from agentworld.model.config import ModelConfig
 from agentworld.recipes import debug_cpu, get_recipe, qwen35_a3b
 from agentworld.schema import predict_turn_messages
-from tests.helpers import sample_trajectories
+from agentworld.schema.examples import sample_trajectories
 
 
 def test_tokenizer_has_specials_and_chat_template(tiny_checkpoint):

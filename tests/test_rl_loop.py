@@ -214,7 +214,9 @@ def test_job_cli(rl_inputs, capsys):
 
     data, init, root = rl_inputs
     with pytest.raises(ConfigError, match="rl.max_steps"):
-        job.main(["--data", data, "--init", init, "--out", str(root / "x"), "--max-steps", "0"])
+        job.main(
+            ["--data", data, "--init", init, "--out", str(root / "x"), "--set", "rl.max_steps=0"]
+        )
     with pytest.raises(SystemExit, match="--init"):
         job.main(["--data", data, "--init", str(root / "missing"), "--out", str(root / "x")])
     assert not (root / "x").exists()

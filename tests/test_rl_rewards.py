@@ -139,7 +139,7 @@ def test_contexts_load_from_samples_and_bad_rows_are_kept_apart(tmp_path):
 
     from agentworld.io import write_parquet
     from agentworld.rl.data import choose_contexts, load_contexts, sample_rows
-    from tests.helpers import sample_trajectories
+    from agentworld.schema.examples import sample_trajectories
 
     rows = sample_rows(sample_trajectories(3))
     rows[1] = {**rows[1], "messages_json": "{not json"}

@@ -12,6 +12,7 @@ from fastapi import FastAPI, Request
 from agentworld.config import ConfigError
 from agentworld.recipes import get_recipe
 from agentworld.schema import predict_turn_messages
+from agentworld.schema.examples import sample_trajectories
 from agentworld.sim.config import AuthConfig, LimitsConfig, ServeConfig
 from agentworld.sim.errors import SimError
 from agentworld.sim.keys import KeyRing, load_keys
@@ -26,7 +27,6 @@ from agentworld.sim.prompt import (
 from agentworld.sim.protocol import CreateSession, SimulateRequest, StepRequest, parse_body
 from agentworld.sim.store import RateLimiter, SessionStore
 from tests.conftest import ROOT
-from tests.helpers import sample_trajectories
 
 
 class Clock:

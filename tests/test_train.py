@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from agentworld.recipes import debug_cpu
+from agentworld.schema.examples import sample_trajectories
 from agentworld.train.config import TrainConfig
-from tests.helpers import sample_trajectories
 
 SEQ_LEN = 256
 
@@ -128,7 +128,8 @@ def write_packed(out: str, trajectories, tok, seq_len: int = SEQ_LEN) -> str:
 def packed_data(ray_cluster, collected_corpus, tmp_path_factory):
     """The prepare stage's output for the collected corpus, packed at the test recipe's
     length, a fifth of the trajectories held out."""
-    from agentworld.data.pipeline import PrepareJob, prepare
+    from agentworld.data.job import PrepareJob
+    from agentworld.data.run import prepare
 
     recipe = short_recipe()
     # The test recipe's short rows drop long samples; drop rates are prepare's tests' concern.
@@ -146,11 +147,11 @@ def packed_data(ray_cluster, collected_corpus, tmp_path_factory):
 
 def _run(stage: str, data: str, out: str, *, init: str | None = None, on_event=None):
     from agentworld.train.job import TrainJob
-    from agentworld.train.stage import run_stage
+    from agentworld.train.run import run
 
     lines: list[str] = []
     job = TrainJob(stage=stage, data=data, out=out, recipe=short_recipe(), init=init)
-    return run_stage(job, log=lines.append, on_event=on_event), lines
+    return run(job, log=lines.append, on_event=on_event), lines
 
 
 @pytest.fixture(scope="module")
@@ -326,7 +327,7 @@ def sft_run(cpt_run, packed_data, s3_server):
     ]
     overrides += ["eval_every=8", "checkpoint_every=12", "log_every=4"]
     argv = ["--data", packed_data, "--init", os.path.join(cpt_run[0], "hf"), "--out", out]
-    argv += [arg for o in overrides for arg in ("--train", o)]
+    argv += [arg for o in overrides for arg in ("--set", f"train.{o}")]
     assert job.main(argv) == 0
     return out, read_manifest(out), fs
 

@@ -153,10 +153,10 @@ def test_jobs_reject_bad_input_before_ray_starts(tmp_path):
         ("sft", ["--data", data, "--out", out], "init: SFT starts from a CPT export"),
         (
             "cpt",
-            ["--data", data, "--out", out, "--train", "expert_parallel_size=3"],
+            ["--data", data, "--out", out, "--set", "train.expert_parallel_size=3"],
             "train.expert_parallel_size",
         ),
-        ("cpt", ["--data", data, "--out", out, "--train", "nope=1"], "train.nope"),
+        ("cpt", ["--data", data, "--out", out, "--set", "train.nope=1"], "train.nope"),
     ]
     for job, args, message in cases:
         cmd = [sys.executable, str(ROOT / "jobs" / f"{job}.py"), *args]
@@ -178,7 +178,7 @@ def test_plan_rejects_missing_data_and_mismatched_inputs(tmp_path, tiny_checkpoi
     assert err.value.field == "data"
 
     from agentworld.model import load_tokenizer
-    from tests.helpers import sample_trajectories
+    from agentworld.schema.examples import sample_trajectories
 
     data = write_packed(
         str(tmp_path / "data"), sample_trajectories(10), load_tokenizer(tiny_checkpoint)

@@ -2,15 +2,22 @@
 the same exit code and message for a bad configuration, and SIGTERM as a resumable
 stop (Kubernetes, docker and systemd stop processes with SIGTERM).
 
-A job file is ``parse_args(argv)`` (its module-level parser, which the KubeRay
-entrypoint check and the README test consult) plus ``main(argv) -> int``, ending in::
+A job file is ``parse_args(argv)`` (its module-level parser, made by
+:func:`job_parser`, which the KubeRay entrypoint check and the README test consult)
+plus ``main(argv) -> int``, ending in::
 
     if __name__ == "__main__":
         sys.exit(run_job("collect", main))
+
+Every job that takes a configuration takes it the same way: ``--recipe NAME`` (a
+function in ``agentworld.recipes``) plus dotted overrides of its typed fields,
+``--set train.learning_rate=3e-4 --set collect.domains=terminal,search``; options of
+their own are only the job's inputs and outputs (paths, URLs, endpoints).
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import signal
 import sys
@@ -37,6 +44,35 @@ def url(value: str) -> str:
 def urls(value: str) -> tuple[str, ...]:
     """argparse ``type=`` for a comma-separated list of paths or URLs."""
     return tuple(absolute_url(v.strip()) for v in value.split(",") if v.strip())
+
+
+def recipe_options() -> argparse.ArgumentParser:
+    """``--recipe`` and ``--set``, as a parent parser (``parents=[recipe_options()]``)
+    for jobs with subcommands."""
+    p = argparse.ArgumentParser(add_help=False)
+    g = p.add_argument_group("configuration")
+    g.add_argument(
+        "--recipe", default="debug_cpu", help="named run configuration (agentworld.recipes)"
+    )
+    g.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a recipe field, dotted (repeatable): train.learning_rate=3e-4, "
+        "collect.domains=terminal,search, rl.rollout.replicas=2",
+    )
+    return p
+
+
+def job_parser(doc: str | None, *, recipe: bool = True) -> argparse.ArgumentParser:
+    """A job's parser: its docstring as help, and ``--recipe`` / ``--set`` unless the
+    job takes no configuration."""
+    return argparse.ArgumentParser(
+        description=doc,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=[recipe_options()] if recipe else [],
+    )
 
 
 def stop_on_sigterm() -> None:

@@ -49,29 +49,52 @@ def parse_value(raw: str) -> Any:
         return raw
 
 
+_TRUE, _FALSE = {"true", "yes", "on"}, {"false", "no", "off"}
+
+
+def coerce(current: Any, raw: str) -> Any:
+    """``raw`` read for a field whose value is now ``current``: a comma-separated list
+    for a tuple (``terminal,search``), true/false for a bool, the text itself for a
+    string field (a model name ``7`` stays a string), an int as a float for a float."""
+    value = parse_value(raw)
+    if isinstance(current, bool) and isinstance(value, str) and value.lower() in _TRUE | _FALSE:
+        return value.lower() in _TRUE
+    if isinstance(current, tuple) and isinstance(value, str):
+        return tuple(v.strip() for v in value.split(",") if v.strip())
+    if isinstance(current, tuple) and isinstance(value, list):
+        return tuple(value)
+    if isinstance(current, str) and not isinstance(value, str):
+        return raw
+    if isinstance(current, float) and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    return value
+
+
 def set_overrides(config: Any, items: list[str], *, owner: str = "") -> Any:
     """A copy of the dataclass ``config`` with dotted ``KEY=VALUE`` items applied
-    (``train.learning_rate=3e-4``, ``rl.rollout.num_engines=2``); every dataclass on a
-    changed path is rebuilt, so it is validated again. An unknown key or a missing ``=``
-    raises ConfigError naming the full key (prefixed with ``owner`` when given)."""
+    (``train.learning_rate=3e-4``, ``rl.rollout.replicas=2``); values are read by
+    :func:`coerce`. Every dataclass on a changed path is rebuilt, so it is validated
+    again. An unknown key or a missing ``=`` raises ConfigError naming the full key
+    (prefixed with ``owner`` when given)."""
     for item in items:
         key, sep, raw = item.partition("=")
         where = f"{owner}.{key}" if owner else key
         if not sep or not key:
             raise ConfigError(where or item, f"override {item!r} is not KEY=VALUE")
-        config = _set(config, key.split("."), parse_value(raw), owner=owner, item=item)
+        config = _set(config, key.split("."), raw, owner=owner, item=item)
     return config
 
 
-def _set(obj: Any, path: list[str], value: Any, *, owner: str, item: str) -> Any:
+def _set(obj: Any, path: list[str], raw: str, *, owner: str, item: str) -> Any:
     head, rest = path[0], path[1:]
     where = f"{owner}.{head}" if owner else head
-    names = {f.name for f in dataclasses.fields(obj)}
-    if head not in names:
+    if not dataclasses.is_dataclass(obj) or head not in {f.name for f in dataclasses.fields(obj)}:
         raise ConfigError(where, f"unknown field in override {item!r}")
+    current = getattr(obj, head)
     if rest:
-        child = getattr(obj, head)
-        if not dataclasses.is_dataclass(child):
+        if not dataclasses.is_dataclass(current):
             raise ConfigError(where, f"is not a section; cannot set {'.'.join(rest)}")
-        value = _set(child, rest, value, owner=where, item=item)
+        value = _set(current, rest, raw, owner=where, item=item)
+    else:
+        value = coerce(current, raw)
     return dataclasses.replace(obj, **{head: value})

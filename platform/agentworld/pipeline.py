@@ -129,3 +129,18 @@ def _record(timings: dict[str, Any], run_url: str, name: str, seconds: float, st
 
     timings["stages"][name] = {"seconds": round(seconds, 1), "status": status}
     write_bytes(_timings_url(run_url), json.dumps(timings, indent=2).encode())
+
+
+def job_mains(jobs_dir: str) -> Callable[[str], JobMain]:
+    """``load_main`` for :func:`run_pipeline`: ``main`` of ``<jobs_dir>/<name>.py``,
+    imported from its file (the jobs are scripts, not a package)."""
+    import importlib.util
+
+    def load(name: str) -> JobMain:
+        path = os.path.join(jobs_dir, f"{name}.py")
+        spec = importlib.util.spec_from_file_location(f"agentworld_job_{name}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module.main
+
+    return load

@@ -1,7 +1,8 @@
 """A RayJob's entrypoint must be the command a user passes to ``ray job submit``:
 ``python jobs/<stage>.py ... --recipe NAME ...``, naming a job file that exists and a
 recipe in ``agentworld.recipes.RECIPES``; when the job defines ``parse_args(argv)``, its
-own parser must accept the arguments."""
+own parser must accept the arguments, and its ``--set`` overrides must make a valid
+recipe."""
 
 from __future__ import annotations
 
@@ -80,7 +81,20 @@ def check_entrypoint(command: str, repo_root: Path) -> tuple[Entrypoint | None, 
                 f"recipe {entry.recipe!r} does not exist (known: {', '.join(sorted(RECIPES))})",
             )
         )
+    elif overrides := getattr(parsed, "set", None):
+        problems += _check_overrides(entry, overrides)
     return dataclasses.replace(entry, parsed=parsed), problems
+
+
+def _check_overrides(entry: Entrypoint, overrides: list[str]) -> list[Problem]:
+    from agentworld.config import ConfigError
+    from agentworld.recipes import load
+
+    try:
+        load(entry.recipe or "debug_cpu", overrides)
+    except ConfigError as e:
+        return [Problem(FIELD, f"jobs/{entry.stage}.py rejects its configuration: {e}")]
+    return []
 
 
 def _parse_with_job(job: Path, args: tuple[str, ...]) -> tuple[object | None, str | None]:

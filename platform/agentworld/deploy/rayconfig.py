@@ -5,7 +5,6 @@ every Serve application's ``import_path``."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -87,7 +86,7 @@ def check_serve_config(
             )
         )
     for i, app in enumerate(schema.applications):
-        problem = _import_problem(app.import_path, repo_root)
+        problem = _import_problem(app.import_path)
         if problem:
             problems.append(Problem(f"{field}.applications[{i}].import_path", problem))
     return problems
@@ -97,13 +96,12 @@ def _loc(loc: tuple) -> str:
     return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
 
 
-def _import_problem(import_path: str, repo_root: Path) -> str | None:
+def _import_problem(import_path: str) -> str | None:
+    """Why Serve could not import ``import_path`` (from the installed package, as on
+    the cluster's image), or None."""
     from ray._common.utils import import_attr
     from ray.serve import Application
 
-    for p in (str(repo_root / "platform"), str(repo_root)):
-        if p not in sys.path:
-            sys.path.append(p)
     try:
         target = import_attr(import_path)
     except Exception as e:  # any import-time failure is what Serve would hit too

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from agentworld.config import ConfigError
+from agentworld.config import ConfigError, set_overrides
 from agentworld.model.config import ModelConfig
 from agentworld.recipes.config import Recipe
 from agentworld.train.config import ClusterConfig, TrainConfig
@@ -19,9 +19,11 @@ def debug_cpu() -> Recipe:
     tools, about 460 tokens once compacted) leaves room for a turn and its history; at
     512 prepare dropped every MCP sample. RL takes prompts as long as SFT trains on
     (at 768 it left out a third of the contexts, the MCP and SWE ones)."""
+    from agentworld.model.engine import EngineConfig
     from agentworld.rl.config import RLConfig, RolloutConfig
 
-    rollout = RolloutConfig(max_prompt_tokens=1024, max_model_len=1024 + 64)
+    engine = EngineConfig(max_model_len=1024 + 64, dtype="float32")
+    rollout = RolloutConfig(max_prompt_tokens=1024, engine=engine)
     return Recipe(
         name="debug_cpu",
         train=TrainConfig(expert_parallel_size=2, seq_len=1024),
@@ -100,18 +102,19 @@ def qwen35_a3b() -> Recipe:
 def _gpu_evaluate():
     """Evaluation on GPUs: one bf16 vLLM engine per GPU, eight of them."""
     from agentworld.evaluate.config import EvaluateConfig, InferConfig, VLLMConfig
+    from agentworld.model.engine import EngineConfig
     from agentworld.scoring.config import SamplingConfig
 
-    vllm = VLLMConfig(
+    engine = EngineConfig(
         replicas=8,
-        batch_size=64,
-        num_cpus=8,
-        num_gpus=1,
+        cpus_per_replica=8,
+        gpus_per_replica=1,
         max_model_len=40960,
         gpu_memory_utilization=0.9,
         enforce_eager=False,
         dtype="bfloat16",
     )
+    vllm = VLLMConfig(engine=engine, batch_size=64)
     return EvaluateConfig(infer=InferConfig(sampling=SamplingConfig(max_tokens=4096), vllm=vllm))
 
 
@@ -119,20 +122,20 @@ def _gpu_rl():
     """GRPO on the RL RayJob's 80 GPUs: 64 learner ranks (ZeRO-3, experts split over
     8), 4 rollout engines of 4-way tensor parallelism; 64 contexts x 8 predictions per
     step in 4 optimizer steps."""
+    from agentworld.model.engine import EngineConfig
     from agentworld.rl.config import LearnerConfig, RLConfig, RolloutConfig
 
-    rollout = RolloutConfig(
-        num_engines=4,
-        cpus_per_engine=8,
-        gpus_per_engine=4,
+    engine = EngineConfig(
+        replicas=4,
+        cpus_per_replica=8,
+        gpus_per_replica=4,
         tensor_parallel_size=4,
         max_model_len=40960,
         gpu_memory_utilization=0.85,
         enforce_eager=False,
         dtype="bfloat16",
-        max_new_tokens=4096,
-        max_prompt_tokens=32768,
     )
+    rollout = RolloutConfig(engine=engine, max_new_tokens=4096, max_prompt_tokens=32768)
     learner = LearnerConfig(
         num_learners=64,
         cpus_per_learner=8,
@@ -162,7 +165,8 @@ def _gpu_agent():
 
     # The RL stage's engines and learner settings, on this job's smaller gang.
     gpu = _gpu_rl()
-    rollout = dataclasses.replace(gpu.rollout, num_engines=2, max_new_tokens=2048)
+    engine = dataclasses.replace(gpu.rollout.engine, replicas=2)
+    rollout = dataclasses.replace(gpu.rollout, engine=engine, max_new_tokens=2048)
     learner = dataclasses.replace(gpu.learner, num_learners=16, mini_batches=2)
     rl = RLConfig(
         contexts_per_step=16,
@@ -211,11 +215,19 @@ def get_recipe(name: str) -> Recipe:
     return RECIPES[name]()
 
 
+def load(name: str, overrides: list[str] | tuple[str, ...] = ()) -> Recipe:
+    """The recipe ``name`` with dotted ``KEY=VALUE`` overrides applied (a job's
+    ``--recipe`` and ``--set``); every changed section, and the recipe, is validated
+    again, so a bad value raises ConfigError naming its full key."""
+    return set_overrides(get_recipe(name), list(overrides))
+
+
 __all__ = [
     "RECIPES",
     "Recipe",
     "debug_cpu",
     "get_recipe",
+    "load",
     "qwen35_a3b",
     "small_cpu",
 ]

@@ -19,23 +19,19 @@ def checkpoint_name(step: int) -> str:
 
 def save_and_report(engine, step: int, metrics: dict[str, Any]) -> None:
     """Save (collective) and report with the checkpoint (every rank must call it)."""
-    import ray.train
+    from agentworld.train.placement import report
 
     with tempfile.TemporaryDirectory(prefix="agentworld-ckpt-") as tmp:
         engine.save_checkpoint(tmp, tag=TAG, client_state={"step": step})
-        ray.train.report(
-            metrics,
-            checkpoint=ray.train.Checkpoint.from_directory(tmp),
-            checkpoint_dir_name=checkpoint_name(step),
-        )
+        report(metrics, checkpoint_dir=tmp, name=checkpoint_name(step))
 
 
 def restore(engine) -> int:
     """Load the newest reported checkpoint, if any, into ``engine`` (weights, optimizer,
     schedule); returns the step it was taken at (0 when starting fresh)."""
-    import ray.train
+    from agentworld.train.placement import latest_checkpoint
 
-    checkpoint = ray.train.get_checkpoint()
+    checkpoint = latest_checkpoint()
     if checkpoint is None:
         return 0
     with checkpoint.as_directory() as path:

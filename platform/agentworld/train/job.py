@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from agentworld.config import ConfigError
-from agentworld.recipes.config import Recipe
 from agentworld.train.engine import ModelSource
+
+if TYPE_CHECKING:  # recipes compose every stage's config: imported for the annotation only
+    from agentworld.recipes.config import Recipe
 
 
 @dataclass(frozen=True, kw_only=True)

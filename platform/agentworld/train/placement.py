@@ -1,10 +1,15 @@
-"""Where training runs on Ray, in one place: the cluster-size check, storage for Ray
-Data and Ray Train, the packed datasets, and the TorchTrainer itself."""
+"""Where training runs on Ray, in one place (the only module of the package that
+imports Ray): the cluster-size check, storage for Ray Data and Ray Train, the packed
+datasets, the TorchTrainer, the queue that carries reports from Ray Train's controller
+to the driver, and what a worker asks of Ray Train (its rank, its data shard,
+reports, checkpoints)."""
 
 from __future__ import annotations
 
 import os
 from typing import Any
+
+from ray.train import UserCallback
 
 from agentworld.config import ConfigError
 from agentworld.train.config import ClusterConfig
@@ -128,3 +133,81 @@ def build_trainer(train_fn, spec, *, train_data, held_out, out_url: str, callbac
         datasets={"train": train_data},
         dataset_config=DataConfig(datasets_to_split=["train"], execution_options=ingest),
     )
+
+
+class ForwardReports(UserCallback):
+    """Runs in the Ray Train controller: puts reports and failures on ``queue``."""
+
+    def __init__(self, queue) -> None:
+        self.queue = queue
+
+    def after_report(self, run_context, metrics: list[dict[str, Any]], checkpoint) -> None:
+        event = {"kind": "report", "metrics": metrics[0] if metrics else {}}
+        event["checkpoint"] = checkpoint.path if checkpoint is not None else None
+        self.queue.actor.put_nowait.remote(event)  # fire and forget: never block the controller
+
+    def after_exception(self, run_context, worker_exceptions: dict[int, Exception]) -> None:
+        ranks = sorted(worker_exceptions)
+        error = repr(worker_exceptions[ranks[0]])[:300] if ranks else ""
+        self.queue.actor.put_nowait.remote({"kind": "failure", "ranks": ranks, "error": error})
+
+
+def event_queue():
+    """The queue ForwardReports fills and the driver drains (an actor on no CPU)."""
+    from ray.util.queue import Queue
+
+    return Queue(actor_options={"num_cpus": 0})
+
+
+def next_event(queue, *, block: bool) -> dict[str, Any] | None:
+    """The next event on ``queue``; None when it is empty (after 0.2 s when blocking)."""
+    from ray.util.queue import Empty
+
+    try:
+        return queue.get(block=block, timeout=0.2) if block else queue.get_nowait()
+    except Empty:
+        return None
+
+
+def put(value: Any):
+    """An object ref of ``value``: every worker gets it whole."""
+    import ray
+
+    return ray.put(value)
+
+
+# What a worker of the TorchTrainer asks of Ray Train.
+
+
+def worker_rank() -> tuple[int, int]:
+    """(world rank, world size) of this worker."""
+    import ray.train
+
+    context = ray.train.get_context()
+    return context.get_world_rank(), context.get_world_size()
+
+
+def worker_inputs(config: dict[str, Any]) -> tuple[Any, Any]:
+    """This worker's shard of the training rows, and the held-out table."""
+    import ray
+    import ray.train
+
+    return ray.train.get_dataset_shard("train"), ray.get(config["held_out"])
+
+
+def report(metrics: dict[str, Any], *, checkpoint_dir: str | None = None, name: str | None = None):
+    """Report ``metrics`` (every rank), with the checkpoint in ``checkpoint_dir``."""
+    import ray.train
+
+    if checkpoint_dir is None:
+        ray.train.report(metrics)
+        return
+    checkpoint = ray.train.Checkpoint.from_directory(checkpoint_dir)
+    ray.train.report(metrics, checkpoint=checkpoint, checkpoint_dir_name=name)
+
+
+def latest_checkpoint():
+    """The newest reported checkpoint (after a restart), or None."""
+    import ray.train
+
+    return ray.train.get_checkpoint()

@@ -11,26 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ray.train import UserCallback
-
 from agentworld.console import duration, say
-
-
-class ForwardReports(UserCallback):
-    """Runs in the Ray Train controller: puts reports and failures on ``queue``."""
-
-    def __init__(self, queue) -> None:
-        self.queue = queue
-
-    def after_report(self, run_context, metrics: list[dict[str, Any]], checkpoint) -> None:
-        event = {"kind": "report", "metrics": metrics[0] if metrics else {}}
-        event["checkpoint"] = checkpoint.path if checkpoint is not None else None
-        self.queue.actor.put_nowait.remote(event)  # fire and forget: never block the controller
-
-    def after_exception(self, run_context, worker_exceptions: dict[int, Exception]) -> None:
-        ranks = sorted(worker_exceptions)
-        error = repr(worker_exceptions[ranks[0]])[:300] if ranks else ""
-        self.queue.actor.put_nowait.remote({"kind": "failure", "ranks": ranks, "error": error})
 
 
 @dataclass
@@ -107,15 +88,9 @@ class Progress:
             self._drain(block=True)
 
     def _drain(self, *, block: bool) -> None:
-        from ray.util.queue import Empty
+        from agentworld.train.placement import next_event
 
-        while True:
-            try:
-                event = (
-                    self.queue.get(block=block, timeout=0.2) if block else self.queue.get_nowait()
-                )
-            except Empty:
-                return
+        while (event := next_event(self.queue, block=block)) is not None:
             self.handle(event)
 
     def handle(self, event: dict[str, Any]) -> None:

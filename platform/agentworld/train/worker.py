@@ -129,32 +129,27 @@ def evaluate(engine, batches: list[Any], recipe: Recipe, rank: int, world: int) 
 
 
 def train_loop_per_worker(config: dict[str, Any]) -> None:
-    import ray
-    import ray.train
     import torch
 
     from agentworld.train.checkpoint import restore, save_and_report
     from agentworld.train.engine import build_engine, build_model, expert_placement
     from agentworld.train.export import export_hf
+    from agentworld.train.placement import report, worker_inputs, worker_rank
 
     spec: WorkerSpec = config["spec"]
     recipe, train = spec.recipe, spec.recipe.train
-    context = ray.train.get_context()
-    rank, world = context.get_world_rank(), context.get_world_size()
+    rank, world = worker_rank()
     torch.manual_seed(train.seed)
     model, tokenizer = build_model(recipe, spec.source)
     engine = build_engine(model, recipe, world)
     start = restore(engine)
     info = {"stage": spec.stage, "resumed_from_step": start, "max_steps": train.max_steps}
     info["placement"] = _all_gather_object(expert_placement(engine.module))
-    batches = micro_batches(
-        ray.train.get_dataset_shard("train"), spec, skip=start * train.grad_accum_steps
-    )
-    held_out = held_out_batches(ray.get(config["held_out"]), recipe)
+    shard, held_out_table = worker_inputs(config)
+    batches = micro_batches(shard, spec, skip=start * train.grad_accum_steps)
+    held_out = held_out_batches(held_out_table, recipe)
     if start == 0:
-        ray.train.report(
-            {**info, "step": 0, "eval_loss": evaluate(engine, held_out, recipe, rank, world)}
-        )
+        report({**info, "step": 0, "eval_loss": evaluate(engine, held_out, recipe, rank, world)})
     for step in range(start + 1, train.max_steps + 1):
         metrics = {**info, "step": step, **train_step(engine, batches, recipe)}
         last = step == train.max_steps
@@ -163,5 +158,5 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
         if last or step % train.checkpoint_every == 0:
             save_and_report(engine, step, metrics)
         elif step % train.log_every == 0:
-            ray.train.report(metrics)
+            report(metrics)
     export_hf(engine.module, tokenizer, spec.hf_url, rank=rank)

@@ -23,9 +23,8 @@ import threading
 import time
 from typing import Any
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from axtree import BID_ATTR, BID_SCRIPT, dom_bids, render_axtree  # noqa: E402
+# Run as a script, so this folder is on sys.path: axtree is importable without agentworld.
+from axtree import BID_ATTR, BID_SCRIPT, dom_bids, render_axtree
 
 DATASETTE_PORT, HELPDESK_PORT = 8001, 8002
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")

@@ -1,6 +1,6 @@
-"""The driver of a CPT or SFT run: check, train on Ray Train, export, write the
-manifest. A finished run does nothing on rerun; a restarted one resumes from the
-newest checkpoint under ``<out>/checkpoints``."""
+"""The driver of a CPT or SFT run (jobs/cpt.py, jobs/sft.py): check, train on Ray
+Train, export, write the manifest. A finished run does nothing on rerun; a restarted
+one resumes from the newest checkpoint under ``<out>/checkpoints``."""
 
 from __future__ import annotations
 
@@ -54,12 +54,17 @@ def wandb_run(job: TrainJob, plan: DataPlan) -> Iterator[Any]:
 
 
 def _fit(job: TrainJob, plan: DataPlan, log, on_event):
-    import ray
-    from ray.util.queue import Queue
-
     from agentworld.io import join
-    from agentworld.train.placement import build_trainer, read_held_out, read_packed, storage_env
-    from agentworld.train.progress import ForwardReports, Progress
+    from agentworld.train.placement import (
+        ForwardReports,
+        build_trainer,
+        event_queue,
+        put,
+        read_held_out,
+        read_packed,
+        storage_env,
+    )
+    from agentworld.train.progress import Progress
     from agentworld.train.worker import WorkerSpec, train_loop_per_worker
 
     spec = WorkerSpec(
@@ -70,12 +75,12 @@ def _fit(job: TrainJob, plan: DataPlan, log, on_event):
         rows_per_worker=plan.train_rows // job.recipe.cluster.num_workers,
         env=storage_env(),
     )
-    queue = Queue(actor_options={"num_cpus": 0})
+    queue = event_queue()
     trainer = build_trainer(
         train_loop_per_worker,
         spec,
         train_data=read_packed(plan.train_url),
-        held_out=ray.put(read_held_out(plan.eval_url)),
+        held_out=put(read_held_out(plan.eval_url)),
         out_url=job.out,
         callbacks=[ForwardReports(queue)],
     )
@@ -87,7 +92,7 @@ def _fit(job: TrainJob, plan: DataPlan, log, on_event):
     return result, progress.history
 
 
-def run_stage(
+def run(
     job: TrainJob,
     *,
     log: Callable[[str], None] = say,
@@ -129,3 +134,30 @@ def run_stage(
             "wandb": join(job.out, "wandb"),
         },
     )
+
+
+def local_cpus(cluster) -> int:
+    """Logical CPUs of a new local cluster: the worker group plus Ray Data, even on a
+    2-core machine (a joined cluster, RAY_ADDRESS, keeps what its nodes have)."""
+    return max(os.cpu_count() or 1, cluster.num_workers * cluster.cpus_per_worker + 1)
+
+
+def summary(manifest: dict[str, Any]) -> str:
+    """The job's last console line."""
+    c = manifest["counts"]
+    evals = list(c["eval_loss"].values())
+    loss = f"held-out loss {evals[0]:.4f} -> {evals[-1]:.4f}" if evals else "no held-out loss"
+    return (
+        f"[{manifest['stage']}] {c['steps']} steps, {loss}, export -> {manifest['outputs']['hf']}"
+    )
+
+
+def run_locally(job: TrainJob) -> int:
+    """What jobs/cpt.py and jobs/sft.py do with their job: run it on the cluster of
+    RAY_ADDRESS (``ray job submit``) or on a local one sized for its workers."""
+    from agentworld.cluster import local_ray
+
+    with local_ray(num_cpus=local_cpus(job.recipe.cluster)):
+        manifest = run(job)
+    say(summary(manifest))
+    return 0
