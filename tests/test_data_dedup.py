@@ -30,10 +30,10 @@ def _dedup(url: str, cfg: DataConfig, limits=None):
     import ray
 
     from agentworld.data.dedup import DEFAULT_LIMITS, find_duplicates
-    from agentworld.data.ingest import ingest_dataset
     from agentworld.data.labels import label_block
-    from agentworld.data.ray_env import data_context
-    from agentworld.data.stages import clean_records
+    from agentworld.data.placement import data_context
+    from agentworld.data.steps.dedup import clean_records
+    from agentworld.data.steps.ingest import ingest_dataset
 
     with data_context(cfg):
         rows = ingest_dataset([url], cfg, {}, None).materialize()

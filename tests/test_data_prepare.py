@@ -41,7 +41,7 @@ CONTRACT = {
 def _job(inputs, out, eval_sets=(), **data):
     import dataclasses
 
-    from agentworld.data.pipeline import PrepareJob
+    from agentworld.data.job import PrepareJob
 
     recipe = debug_cpu()
     recipe = dataclasses.replace(
@@ -57,7 +57,7 @@ def prepared(ray_cluster, collected_corpus, tmp_path_factory):
     trajectories (AgentWorldBench rows)."""
     import dataclasses
 
-    from agentworld.data.pipeline import prepare
+    from agentworld.data.run import prepare
 
     root = tmp_path_factory.mktemp("prepare")
     collected = read_records(collected_corpus).records
@@ -212,7 +212,7 @@ def test_packing_efficiency_and_splits_on_the_collected_corpus(prepared):
 
 
 def test_rerun_of_a_finished_run_does_nothing(prepared):
-    from agentworld.data.pipeline import prepare
+    from agentworld.data.run import prepare
 
     out = prepared["out"]
     before = {p: p.stat().st_mtime_ns for p in Path(out).rglob("*") if p.is_file()}
@@ -240,7 +240,7 @@ def test_s3_run_killed_then_resumed_has_no_duplicate_or_missing_samples(
     """jobs/prepare.py reads from and writes to the S3 server; it is killed (SIGKILL)
     right after its first stage, then the run is resumed and completed. One record has
     a custom domain, registered in every worker through the config."""
-    from agentworld.data.pipeline import prepare
+    from agentworld.data.run import prepare
     from agentworld.schema import Trajectory, Turn, register_domain, unregister_domain
 
     corpus = synthetic_corpus(40, seed=4, n_exact=5, n_near=5, n_far=3, n_families=1)

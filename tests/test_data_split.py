@@ -12,14 +12,15 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from agentworld.data.stages import DomainDropError, _eval_thresholds
+from agentworld.data.steps.count import eval_thresholds
+from agentworld.data.steps.tokenize import DomainDropError
 from agentworld.io import list_shards, read_parquet, read_records
 from agentworld.recipes import debug_cpu
 from agentworld.schema.compact import compact_environment
 
 
 def _job(inputs: list[str], out: str, recipe=None, **data):
-    from agentworld.data.pipeline import PrepareJob
+    from agentworld.data.job import PrepareJob
 
     recipe = recipe or debug_cpu()
     data_cfg = dataclasses.replace(recipe.data, progress_bars=False, **data)
@@ -39,7 +40,7 @@ def _held_out(out: str) -> dict[str, set[str]]:
 
 @pytest.fixture(scope="module")
 def prepared(ray_cluster, collected_corpus, tmp_path_factory):
-    from agentworld.data.pipeline import prepare
+    from agentworld.data.run import prepare
 
     out = str(tmp_path_factory.mktemp("split") / "out")
     return {"out": out, "report": prepare(_job([collected_corpus], out))}
@@ -58,7 +59,7 @@ def test_every_domain_keeps_its_samples_at_the_demo_recipe(prepared, collected_c
 
 
 def test_every_domain_is_held_out_and_the_split_is_stable(prepared, collected_corpus, tmp_path):
-    from agentworld.data.pipeline import prepare
+    from agentworld.data.run import prepare
 
     held = _held_out(prepared["out"])
     domains = {t.domain for t in read_records(collected_corpus).records}
@@ -87,9 +88,9 @@ def test_split_thresholds_per_domain(ray_cluster):
     )
     cfg = debug_cpu().data
     kept = {"big": 39, "two": 2, "one": 1}
-    t = _eval_thresholds(ds, cfg, kept)
+    t = eval_thresholds(ds, cfg, kept)
     assert 0.05 <= t["big"] < 0.06  # eval_fraction already holds out 4 of them
     assert 0.5 < t["two"] <= 0.7  # the smallest hash held out, the other trains
     assert t["one"] <= 0.01  # a single trajectory trains
-    t2 = _eval_thresholds(ds, dataclasses.replace(cfg, min_eval_trajectories=6), kept)
+    t2 = eval_thresholds(ds, dataclasses.replace(cfg, min_eval_trajectories=6), kept)
     assert 0.06 < t2["big"] <= 0.07 and 0.5 < t2["two"] <= 0.7

@@ -2,7 +2,7 @@
 decontaminate, tokenize, pack.
 
 Light to import: only the config is loaded here; the pipeline is
-``agentworld.data.pipeline.prepare`` (Ray and the tokenizer are imported when it runs).
+``agentworld.data.run.prepare`` (Ray and the tokenizer are imported when it runs).
 """
 
 from agentworld.data.config import DataConfig

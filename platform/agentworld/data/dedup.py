@@ -30,7 +30,7 @@ from agentworld.data import components, lsh, survivor
 from agentworld.data.config import DataConfig
 from agentworld.data.exact import EXACT_IN, EXACT_OUT, exact_partition
 from agentworld.data.labels import Labels
-from agentworld.data.ray_env import broadcast, fetch
+from agentworld.data.placement import blocks_on_driver, broadcast, dataset_from_arrow, fetch
 
 MAX_CC_ROUNDS = 64
 Log = Callable[[str], None]
@@ -89,9 +89,7 @@ def _parts(cfg: DataConfig, rows: int, limits: Limits) -> int:
 
 
 def _collect(ds, schema: pa.Schema) -> pa.Table:
-    import ray
-
-    tables = [t for t in ray.get(ds.to_arrow_refs()) if t.num_rows]
+    tables = blocks_on_driver(ds)
     return (
         pa.concat_tables([t.select(schema.names).cast(schema) for t in tables])
         if tables
@@ -101,14 +99,10 @@ def _collect(ds, schema: pa.Schema) -> pa.Table:
 
 def _column_sum(ds, column: str) -> int:
     """Sum of a column: one number per block, added on the driver (no shuffle)."""
-    import ray
-
     partial = ds.map_batches(
         _block_sum, batch_format="pyarrow", batch_size=None, fn_kwargs={"column": column}
     )
-    return int(
-        sum(t.column("sum")[0].as_py() or 0 for t in ray.get(partial.to_arrow_refs()) if t.num_rows)
-    )
+    return int(sum(t.column("sum")[0].as_py() or 0 for t in blocks_on_driver(partial)))
 
 
 # ---- block functions (run in tasks) ---------------------------------------------------
@@ -338,8 +332,6 @@ def _near_distributed(pairs_ds, candidates, records, keys, cfg, stats, log, limi
 def near_stage(pairs, records, keys, cfg: DataConfig, stats, log: Log, limits: Limits):
     """(uid, dup_of, cluster) of every member of a near-duplicate cluster, from the
     candidate pairs (a (k, 2) array, or a Dataset of PAIRS when there are many)."""
-    import ray
-
     if not isinstance(pairs, np.ndarray) and pairs.count() <= limits.local_pairs:
         pairs = _pairs_array(_collect(pairs, lsh.PAIRS))
     if isinstance(pairs, np.ndarray):
@@ -351,7 +343,7 @@ def near_stage(pairs, records, keys, cfg: DataConfig, stats, log: Log, limits: L
             rows = _near_local(pairs, candidates, records, cfg, stats)
             log(f"near: {stats.candidate_pairs} candidate pairs, {stats.verified_pairs} verified")
             return rows
-        pairs = ray.data.from_arrow(pa.table({"a": pairs[:, 0], "b": pairs[:, 1]}))
+        pairs = dataset_from_arrow(pa.table({"a": pairs[:, 0], "b": pairs[:, 1]}))
     else:
         ends = _collect(_map(pairs, _endpoints), pa.schema([("uid", pa.int64())]))
         candidates = np.unique(ends.column("uid").to_numpy())

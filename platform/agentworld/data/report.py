@@ -10,6 +10,7 @@ from typing import Any
 import pyarrow as pa
 
 from agentworld.data.labels import STATES
+from agentworld.data.placement import blocks_on_driver
 
 STATE_KEYS = ["domain", "source", "input", "state"]
 TOKEN_KEYS = ["kind", "split", "domain", "source", "drop_reason"]
@@ -33,13 +34,11 @@ def _partial(block: pa.Table, *, keys: list[str], sums: list[str]) -> pa.Table:
 
 def grouped_counts(ds, keys: list[str], sums: list[str] = ()) -> list[dict[str, Any]]:
     """Rows of (keys..., sums..., n) over the whole dataset."""
-    import ray
-
     sums = list(sums)
     partial = ds.map_batches(
         _partial, batch_format="pyarrow", fn_kwargs={"keys": keys, "sums": sums}
     )
-    tables = [t for t in ray.get(partial.to_arrow_refs()) if t.num_rows]
+    tables = blocks_on_driver(partial)
     if not tables:
         return []
     total = pa.concat_tables(tables)

@@ -1,16 +1,21 @@
-"""Audit outputs of the records prepare removed, each with its reason:
+"""The audit step: the records prepare removed, each with its reason, under
 ``quarantine/`` (line, error, field, reason, raw text), ``contaminated/`` (overlap and
 the evaluation record it matched), ``duplicates/`` (every member of every cluster, the
 survivor included, with cluster ids and what it duplicates)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from agentworld.data.shards import write_sharded
+from agentworld.data.hashed_shards import write_sharded
+from agentworld.data.labels import only_state
+from agentworld.data.steps.base import Done, Step, StepContext, StepResult
+from agentworld.data.steps.count import CountResult
+from agentworld.data.steps.dedup import DedupResult
 
 QUARANTINE_COLUMNS = [
     "uid",
@@ -50,8 +55,31 @@ DUPLICATE_COLUMNS = [
 ]
 
 
-def _rows_in_state(block: pa.Table, *, state: str) -> pa.Table:
-    return block.filter(pc.equal(block.column("state"), state))
+@dataclass(frozen=True)
+class AuditResult(StepResult):
+    """Shards written per audit directory."""
+
+    quarantine: int
+    contaminated: int
+    duplicates: int
+
+
+def run(ctx: StepContext, done: Done) -> AuditResult:
+    from agentworld.data.report import state_tables
+
+    shards = write_audit(
+        ctx.labelled(),
+        ctx.job.out,
+        counts=state_tables(done[CountResult].states)["totals"],
+        clustered=done[DedupResult].clustered,
+        rows_per_shard=ctx.job.data.rows_per_shard,
+        storage_options=ctx.run_dir.storage_options,
+    )
+    ctx.progress("audit", ", ".join(f"{k}: {v} shards" for k, v in shards.items()))
+    return AuditResult(**shards)
+
+
+STEP = Step("audit", AuditResult, run)
 
 
 def _clustered(block: pa.Table) -> pa.Table:
@@ -76,14 +104,14 @@ def write_audit(
     plans = [
         (
             "quarantine",
-            _rows_in_state,
+            only_state,
             {"state": "quarantined"},
             counts["quarantined"],
             QUARANTINE_COLUMNS,
         ),
         (
             "contaminated",
-            _rows_in_state,
+            only_state,
             {"state": "contaminated"},
             counts["contaminated"],
             CONTAMINATED_COLUMNS,

@@ -1,20 +1,59 @@
-"""Ingest on Ray Data: a Datasource with one read task per file or byte range,
-streaming blocks of parsed-or-quarantined rows, then the per-record features.
+"""The ingest step: every input line read once, as a record or a quarantined line, with
+the per-record features (shingles, MinHash bands, contamination against the evaluation
+sets), written to ``_work/ingest/``.
 
-The result (one staging Parquet dataset) holds every input line exactly once, which is
-what the conservation of counts rests on.
+The staging dataset holds every input line exactly once, which is what the
+conservation of counts rests on.
 """
 
 from __future__ import annotations
 
-import functools
+from dataclasses import dataclass
 from typing import Any
 
 from agentworld.data.config import DataConfig
 from agentworld.data.decontam import EvalIndex, build_eval_index
 from agentworld.data.features import FeatureSpec, featurize
-from agentworld.data.ray_env import broadcast, fetch
-from agentworld.data.reader import INGEST_SCHEMA, ReaderSpec, ReadRange, plan_ranges, read_range
+from agentworld.data.ingest_rows import ReaderSpec, plan_ranges, read_range
+from agentworld.data.placement import (
+    broadcast,
+    fetch,
+    read_ranges,
+    storage_options_for,
+    write_staging,
+)
+from agentworld.data.steps.base import Done, Step, StepContext, StepResult
+
+
+@dataclass(frozen=True)
+class IngestResult(StepResult):
+    rows: int
+    """Input lines read (records and quarantined lines)."""
+
+
+def run(ctx: StepContext, done: Done) -> IngestResult:
+    job, run_dir = ctx.job, ctx.run_dir
+    index = None
+    if job.eval_sets:
+        index = read_eval_sets(list(job.eval_sets), job.data, storage_options_of(job.eval_sets))
+        ctx.progress("ingest", f"eval sets: {len(index.ids)} records, {index.hashes.size} n-grams")
+    run_dir.clear("_work", "ingest")
+    ds = ingest_dataset(list(job.inputs), job.data, storage_options_of(job.inputs), index)
+    rows = write_staging(ds, run_dir.url("_work", "ingest"), run_dir.storage_options)
+    ctx.progress("ingest", f"{rows} records read")
+    return IngestResult(rows=rows)
+
+
+STEP = Step("ingest", IngestResult, run)
+
+
+def storage_options_of(urls) -> dict[str, Any]:
+    """Storage options for a list of inputs (they share one object store, if any)."""
+    for url in urls:
+        opts = storage_options_for(url)
+        if opts:
+            return opts
+    return {}
 
 
 def reader_spec(cfg: DataConfig, storage_options: dict[str, Any]) -> ReaderSpec:
@@ -41,30 +80,6 @@ def feature_spec(cfg: DataConfig) -> FeatureSpec:
     )
 
 
-def make_datasource(ranges: list[ReadRange], spec: ReaderSpec):
-    from ray.data import Datasource, ReadTask
-    from ray.data.block import BlockMetadata
-
-    class ShardDatasource(Datasource):
-        """One read task per range; each streams blocks of ``block_records`` rows."""
-
-        def estimate_inmemory_data_size(self) -> int:
-            return sum(r.end - r.start for r in ranges)
-
-        def get_read_tasks(self, parallelism: int, per_task_row_limit=None, data_context=None):
-            tasks = []
-            for r in ranges:
-                meta = BlockMetadata(
-                    num_rows=None, size_bytes=r.end - r.start, input_files=[r.url], exec_stats=None
-                )
-                tasks.append(
-                    ReadTask(functools.partial(read_range, r, spec), meta, schema=INGEST_SCHEMA)
-                )
-            return tasks
-
-    return ShardDatasource()
-
-
 def read_eval_sets(urls: list[str], cfg: DataConfig, storage_options: dict[str, Any]) -> EvalIndex:
     """The n-gram index of the evaluation sets (read on the driver: they are small)."""
     from agentworld.schema import Trajectory
@@ -89,13 +104,10 @@ def ingest_dataset(
     inputs: list[str], cfg: DataConfig, storage_options: dict[str, Any], index: EvalIndex | None
 ):
     """The lazy Ray Dataset of ingest rows with features (INGEST_SCHEMA + FEATURE_FIELDS)."""
-    import ray
-
     ranges = plan_ranges(inputs, split_bytes=cfg.split_bytes, storage_options=storage_options)
     if not ranges:
         raise FileNotFoundError(f"no shards (.jsonl, .jsonl.gz, .parquet) under {inputs}")
-    source = make_datasource(ranges, reader_spec(cfg, storage_options))
-    ds = ray.data.read_datasource(source, override_num_blocks=len(ranges))
+    ds = read_ranges(ranges, reader_spec(cfg, storage_options))
     holder = broadcast(index) if index is not None and not index.empty else None
     return ds.map_batches(
         _featurize_block,

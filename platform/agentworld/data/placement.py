@@ -1,6 +1,8 @@
-"""Everything about where prepare's work runs on Ray, in one place: the Ray Data
-context (parallelism, shuffle strategy, progress bars), storage options handed to
-workers, staging reads and writes, and values broadcast through the object store.
+"""All of prepare's Ray code, in one place: the Ray Data context (parallelism, shuffle
+strategy, progress bars), storage options handed to workers, the datasets read from
+input shards and from staging, staging writes, blocks brought to the driver, and values
+broadcast through the object store. The other modules of agentworld.data only call
+methods on the datasets built here, with block functions that are plain Arrow code.
 
 Workers never read driver state: an S3 endpoint configured by environment variables in
 the driver is turned into explicit storage options that travel with each task.
@@ -14,6 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from agentworld.data.config import DataConfig
+from agentworld.data.ingest_rows import INGEST_SCHEMA, ReaderSpec, ReadRange, read_range
 
 _BROADCAST_CACHE: dict[str, Any] = {}
 
@@ -88,6 +91,48 @@ def fetch(holder: dict[str, Any] | None) -> Any:
             _BROADCAST_CACHE.pop(next(iter(_BROADCAST_CACHE)))
         _BROADCAST_CACHE[key] = ray.get(holder["ref"])
     return _BROADCAST_CACHE[key]
+
+
+def blocks_on_driver(ds) -> list:
+    """The non-empty blocks of ``ds`` as Arrow tables on the driver (for datasets
+    already reduced to a few rows per block)."""
+    import ray
+
+    return [t for t in ray.get(ds.to_arrow_refs()) if t.num_rows]
+
+
+def dataset_from_arrow(table):
+    """A Ray Dataset of one Arrow table held by the driver."""
+    import ray
+
+    return ray.data.from_arrow(table)
+
+
+def read_ranges(ranges: list[ReadRange], spec: ReaderSpec):
+    """A Ray Dataset of ingest rows (INGEST_SCHEMA): one read task per file or byte
+    range, each streaming blocks of ``spec.block_records`` rows."""
+    import functools
+
+    import ray
+    from ray.data import Datasource, ReadTask
+    from ray.data.block import BlockMetadata
+
+    class ShardDatasource(Datasource):
+        def estimate_inmemory_data_size(self) -> int:
+            return sum(r.end - r.start for r in ranges)
+
+        def get_read_tasks(self, parallelism: int, per_task_row_limit=None, data_context=None):
+            tasks = []
+            for r in ranges:
+                meta = BlockMetadata(
+                    num_rows=None, size_bytes=r.end - r.start, input_files=[r.url], exec_stats=None
+                )
+                tasks.append(
+                    ReadTask(functools.partial(read_range, r, spec), meta, schema=INGEST_SCHEMA)
+                )
+            return tasks
+
+    return ray.data.read_datasource(ShardDatasource(), override_num_blocks=len(ranges))
 
 
 def staging_files(url: str, storage_options: dict[str, Any]) -> list[str]:

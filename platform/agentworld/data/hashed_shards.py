@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from agentworld.data.placement import blocks_on_driver
 from agentworld.data.text import hash64
 
 SHARD_STATS = pa.schema([("shard", pa.string()), ("rows", pa.int64())])
@@ -70,8 +70,6 @@ def write_sharded(
 ) -> pa.Table:
     """Write ``ds`` under ``base_url`` as ceil(n_rows / rows_per_shard) shards; returns
     (shard, rows) per shard written."""
-    import ray
-
     if n_rows == 0:
         return SHARD_STATS.empty_table()
     n = max(1, math.ceil(n_rows / rows_per_shard))
@@ -89,17 +87,6 @@ def write_sharded(
             "storage_options": storage_options,
         },
     )
-    tables = [t for t in ray.get(stats.to_arrow_refs()) if t.num_rows]
+    tables = blocks_on_driver(stats)
     out = pa.concat_tables(tables) if tables else SHARD_STATS.empty_table()
     return out.sort_by("shard")
-
-
-def count_where(ds, column: str, value: Any) -> int:
-    """Rows of ``ds`` whose ``column`` equals ``value``."""
-    return ds.map_batches(
-        _filter_eq, batch_format="pyarrow", fn_kwargs={"column": column, "value": value}
-    ).count()
-
-
-def _filter_eq(block: pa.Table, *, column: str, value: Any) -> pa.Table:
-    return block.filter(pc.equal(block.column(column), value))

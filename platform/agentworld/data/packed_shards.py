@@ -1,6 +1,6 @@
-"""The pack stage on Ray Data: samples are spread over packing groups by a stable hash
-of their key (``ceil(n / pack_window)`` groups per kind and split), each group is
-packed best-fit-decreasing by one task and written as
+"""Packed shards on Ray Data (the work of the pack step): samples are spread over
+packing groups by a stable hash of their key (``ceil(n / pack_window)`` groups per kind
+and split), each group is packed best-fit-decreasing by one task and written as
 ``packed/<kind>/<split>/part-XXXXX.parquet``. Shards already written by a killed run
 are kept (their content is determined by the data), the rest are written."""
 
@@ -13,8 +13,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from agentworld.data.pack import pack_documents
-from agentworld.data.shards import shard_index, shard_name
+from agentworld.data.bin_packing import pack_documents
+from agentworld.data.hashed_shards import shard_index, shard_name
+from agentworld.data.placement import blocks_on_driver
 from agentworld.data.text import hash64
 
 PACK_STATS = pa.schema(
@@ -111,8 +112,6 @@ def pack_samples(
     storage_options: dict[str, Any],
 ) -> pa.Table:
     """Pack every non-dropped sample; PACK_STATS per shard."""
-    import ray
-
     groups = group_counts(counts, pack_window)
     if not groups:
         return PACK_STATS.empty_table()
@@ -129,5 +128,5 @@ def pack_samples(
             "storage_options": storage_options,
         },
     )
-    tables = [t for t in ray.get(stats.to_arrow_refs()) if t.num_rows]
+    tables = blocks_on_driver(stats)
     return pa.concat_tables(tables).sort_by("shard") if tables else PACK_STATS.empty_table()

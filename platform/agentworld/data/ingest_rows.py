@@ -1,5 +1,5 @@
 """Streaming reads of record, AgentWorldBench and chat shards (JSONL, JSONL.gz, Parquet)
-into Arrow blocks of ingest rows. Plain functions: the Ray Datasource in ingest.py
+into Arrow blocks of ingest rows. Plain functions: the Ray Datasource in placement.py
 calls them inside read tasks.
 
 A JSONL file larger than ``split_bytes`` is read as several byte ranges (a line belongs

@@ -1,0 +1,61 @@
+"""The dedup step: exact and near-duplicate clusters of the clean records (parsed and
+not contaminated), written as ``_work/labels.parquet`` (agentworld.data.dedup does the
+work on Ray Data)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from agentworld.data.placement import read_staging
+from agentworld.data.steps.base import Done, Step, StepContext, StepResult
+
+
+@dataclass(frozen=True)
+class DedupResult(StepResult):
+    """agentworld.data.dedup.DedupStats, the clustered records and the LSH shape."""
+
+    exact_clusters: int
+    candidate_pairs: int
+    verified_pairs: int
+    cc_rounds: int
+    near_clusters: int
+    extra: dict[str, Any]
+    clustered: int
+    """Records in a cluster (survivors included): the rows of labels.parquet."""
+    bands: int
+    rows: int
+
+
+def run(ctx: StepContext, done: Done) -> DedupResult:
+    from agentworld.data.dedup import find_duplicates
+    from agentworld.io import write_parquet
+
+    cfg, run_dir = ctx.job.data, ctx.run_dir
+    cols = ["uid", "status", "contaminated", "exact_hash", "pkey", "bands", "shingles"]
+    records = read_staging(run_dir.url("_work", "ingest"), run_dir.storage_options, columns=cols)
+    labels, stats = find_duplicates(
+        records.map_batches(clean_records, batch_format="pyarrow"),
+        cfg,
+        lambda m: ctx.progress("dedup", m),
+    )
+    write_parquet(run_dir.url("_work", "labels.parquet"), labels.table, **run_dir.storage_options)
+    bands, rows = cfg.lsh_shape()
+    return DedupResult(
+        **dataclasses.asdict(stats), clustered=labels.table.num_rows, bands=bands, rows=rows
+    )
+
+
+STEP = Step("dedup", DedupResult, run)
+
+
+def clean_records(block: pa.Table) -> pa.Table:
+    ok = pc.and_(
+        pc.equal(block.column("status"), "ok"),
+        pc.invert(block.column("contaminated").fill_null(False)),
+    )
+    return block.filter(ok).select(["uid", "exact_hash", "pkey", "bands", "shingles"])
