@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from agentworld.config import ConfigError
+from agentworld.model.engine import EngineConfig
 from agentworld.recipes import get_recipe
 from agentworld.rl.config import DEFAULT_REWARDS, LearnerConfig, RLConfig, RolloutConfig
 
@@ -30,7 +31,11 @@ RL = RLConfig(
     max_steps=STEPS,
     seed=0,
     # rewards and learner.learning_rate: the defaults, the configuration runs use.
-    rollout=RolloutConfig(max_new_tokens=64, max_prompt_tokens=512, max_model_len=1024),
+    rollout=RolloutConfig(
+        max_new_tokens=64,
+        max_prompt_tokens=512,
+        engine=EngineConfig(max_model_len=1024, dtype="float32"),
+    ),
     checkpoint_every=2,
     keep_checkpoints=2,
     call_timeout_s=600,  # a stuck actor fails its test instead of stalling the session

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from agentworld.config import ConfigError
+from agentworld.model.engine import EngineConfig
 from agentworld.recipes import get_recipe
 from agentworld.rl.config import LearnerConfig, RewardSpec, RLConfig, RolloutConfig
 from agentworld.rl.rewards import (
@@ -127,7 +128,9 @@ def test_rl_config_fails_naming_the_field():
     with pytest.raises(ConfigError, match=r"rl\.learner\.mini_batches"):
         RLConfig(contexts_per_step=3, group_size=3, learner=LearnerConfig(num_learners=2))
     with pytest.raises(ConfigError, match=r"rl\.rollout\.max_prompt_tokens"):
-        RolloutConfig(max_model_len=512, max_prompt_tokens=500, max_new_tokens=48)
+        RolloutConfig(
+            engine=EngineConfig(max_model_len=512), max_prompt_tokens=500, max_new_tokens=48
+        )
     with pytest.raises(ConfigError, match=r"rl\.rewards\[format\]\.weight"):
         RewardSpec(name="format", weight=-1)
     recipe = get_recipe("debug_cpu")

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from agentworld.config import ConfigError, check_positive
+from agentworld.model.engine import EngineConfig
 from agentworld.rl.config import LearnerConfig, RLConfig, RolloutConfig
 
 TaskFamily = Literal["search", "table", "terminal", "mcp"]
@@ -120,7 +121,11 @@ def _agent_rl() -> RLConfig:
         group_size=4,
         max_steps=3,
         # mcp-server-git's tool list alone is 1-3k tokens for a tiny corpus-trained BPE.
-        rollout=RolloutConfig(max_new_tokens=48, max_prompt_tokens=4000, max_model_len=4096),
+        rollout=RolloutConfig(
+            max_new_tokens=48,
+            max_prompt_tokens=4000,
+            engine=EngineConfig(max_model_len=4096, dtype="float32"),
+        ),
         learner=LearnerConfig(learning_rate=1e-3),
         checkpoint_every=100,
         call_timeout_s=900,
@@ -189,9 +194,9 @@ class AgentConfig:
                 f"each rank getting at least rl.learner.mini_batches {le.mini_batches} rows",
             )
         ro = self.rl.rollout
-        if self.limits.max_tokens + ro.max_new_tokens > ro.max_model_len:
+        if self.limits.max_tokens + ro.max_new_tokens > ro.engine.max_model_len:
             raise ConfigError(
                 "agent.limits.max_tokens",
                 f"{self.limits.max_tokens} + rl.rollout.max_new_tokens {ro.max_new_tokens} "
-                f"exceeds the rollout engines' max_model_len {ro.max_model_len}",
+                f"exceeds the rollout engines' max_model_len {ro.engine.max_model_len}",
             )

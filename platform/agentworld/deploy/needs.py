@@ -27,16 +27,18 @@ def stage_needs(stage: str, recipe: Any, args: Any) -> Needs | None:
             f"{c.num_workers} Ray Train workers (recipe.cluster)",
         )
     if stage == "rl" and hasattr(recipe, "rl"):
-        learn, roll = recipe.rl.learner, recipe.rl.rollout
+        learn, roll = recipe.rl.learner, recipe.rl.rollout.engine
         return Needs(
-            learn.num_learners * learn.gpus_per_learner + roll.num_engines * roll.gpus_per_engine,
-            learn.num_learners * learn.cpus_per_learner + roll.num_engines * roll.cpus_per_engine,
-            f"{learn.num_learners} learners and {roll.num_engines} rollout engines (recipe.rl)",
+            learn.num_learners * learn.gpus_per_learner + roll.replicas * roll.gpus_per_replica,
+            learn.num_learners * learn.cpus_per_learner + roll.replicas * roll.cpus_per_replica,
+            f"{learn.num_learners} learners and {roll.replicas} rollout engines (recipe.rl)",
         )
     if stage == "evaluate" and getattr(args, "model", None) and hasattr(recipe, "evaluate"):
-        vllm = recipe.evaluate.infer.vllm
-        n = getattr(args, "replicas", None) or vllm.replicas
+        engine = recipe.evaluate.infer.vllm.engine
+        n = getattr(args, "replicas", None) or engine.replicas
         return Needs(
-            n * vllm.num_gpus, n * vllm.num_cpus, f"{n} vLLM engines (recipe.evaluate.infer.vllm)"
+            n * engine.gpus_per_replica,
+            n * engine.cpus_per_replica,
+            f"{n} vLLM engines (recipe.evaluate.infer.vllm)",
         )
     return None

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from agentworld.config import ConfigError, check_positive
+from agentworld.model.engine import EngineConfig
 from agentworld.scoring.config import EndpointConfig, JudgeConfig, SamplingConfig
 
 
@@ -16,39 +17,14 @@ from agentworld.scoring.config import EndpointConfig, JudgeConfig, SamplingConfi
 class VLLMConfig:
     """Local batch inference: vLLM engines as a Ray Data actor pool."""
 
-    replicas: int = 1
-    """Engine actors (each holds one copy of the model)."""
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    """The engine actors; prompts longer than ``max_model_len`` minus the answer's
+    tokens are cut from the left of the history."""
     batch_size: int = 16
     """Items handed to an engine at once."""
-    num_cpus: float = 1.0
-    """Ray CPUs per engine actor."""
-    num_gpus: float = 0.0
-    """Ray GPUs per engine actor (0 on the vLLM CPU build)."""
-    tensor_parallel_size: int = 1
-    max_model_len: int = 2048
-    """Prompt + answer tokens; longer prompts are cut from the left of the history."""
-    gpu_memory_utilization: float = 0.2
-    """On the CPU build: the share of RAM for the KV cache."""
-    enforce_eager: bool = True
-    """True on CPU (no CUDA graphs)."""
-    dtype: str = "auto"
 
     def __post_init__(self) -> None:
-        check_positive(
-            "vllm",
-            replicas=self.replicas,
-            batch_size=self.batch_size,
-            num_cpus=self.num_cpus,
-            tensor_parallel_size=self.tensor_parallel_size,
-            max_model_len=self.max_model_len,
-        )
-        if self.num_gpus < 0:
-            raise ConfigError("vllm.num_gpus", f"must be >= 0, got {self.num_gpus}")
-        if not 0 < self.gpu_memory_utilization <= 1:
-            raise ConfigError(
-                "vllm.gpu_memory_utilization",
-                f"must be in (0, 1], got {self.gpu_memory_utilization}",
-            )
+        check_positive("vllm", batch_size=self.batch_size)
 
 
 @dataclass(frozen=True, kw_only=True)

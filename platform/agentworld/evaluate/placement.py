@@ -30,9 +30,10 @@ _FORWARDED_ENV = (
 
 class VLLMPredictor:
     """A Ray Data callable class: ``{"key", "messages_json"}`` batches in,
-    ``{"key", "output", "finish_reason", "error"}`` batches out."""
+    ``{"key", "output", "finish_reason", "error"}`` batches out. ``engine`` is
+    ``EngineConfig.vllm_kwargs()``."""
 
-    def __init__(self, model_url: str, vllm: dict[str, Any], sampling: dict[str, Any]) -> None:
+    def __init__(self, model_url: str, engine: dict[str, Any], sampling: dict[str, Any]) -> None:
         from transformers import AutoTokenizer
         from vllm import LLM, SamplingParams
 
@@ -42,11 +43,7 @@ class VLLMPredictor:
         self.tokenizer = AutoTokenizer.from_pretrained(path)
         self.llm = LLM(
             model=path,
-            dtype=vllm["dtype"],
-            enforce_eager=vllm["enforce_eager"],
-            gpu_memory_utilization=vllm["gpu_memory_utilization"],
-            max_model_len=vllm["max_model_len"],
-            tensor_parallel_size=vllm["tensor_parallel_size"],
+            **engine,
             seed=sampling["seed"] or 0,
         )
         self.params = SamplingParams(
@@ -55,7 +52,7 @@ class VLLMPredictor:
             max_tokens=sampling["max_tokens"],
             seed=sampling["seed"],
         )
-        self.budget = vllm["max_model_len"] - sampling["max_tokens"]
+        self.budget = engine["max_model_len"] - sampling["max_tokens"]
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, list]:
         prompts = [self.prompt_ids(json.loads(m)) for m in batch["messages_json"]]
@@ -106,7 +103,7 @@ def infer_vllm(
     model_url: str,
     emit: Callable[[dict[str, Any]], None],
 ) -> list[dict[str, Any]]:
-    """Generate for every item on a pool of ``cfg.vllm.replicas`` engine actors."""
+    """Generate for every item on a pool of ``cfg.vllm.engine.replicas`` engine actors."""
     import ray
 
     if not ray.is_initialized():
@@ -120,14 +117,14 @@ def infer_vllm(
         VLLMPredictor,
         fn_constructor_kwargs={
             "model_url": model_url,
-            "vllm": asdict(cfg.vllm),
+            "engine": cfg.vllm.engine.vllm_kwargs(),
             "sampling": asdict(cfg.sampling),
         },
         batch_size=batch,
         batch_format="numpy",
-        concurrency=cfg.vllm.replicas,
-        num_cpus=cfg.vllm.num_cpus,
-        num_gpus=cfg.vllm.num_gpus,
+        concurrency=cfg.vllm.engine.replicas,
+        num_cpus=cfg.vllm.engine.cpus_per_replica,
+        num_gpus=cfg.vllm.engine.gpus_per_replica,
         runtime_env={"env_vars": {k: os.environ[k] for k in _FORWARDED_ENV if k in os.environ}},
     )
     failures = []

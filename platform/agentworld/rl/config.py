@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from agentworld.config import ConfigError, check_positive
+from agentworld.model.engine import EngineConfig
 from agentworld.scoring.config import JudgeConfig
 
 
@@ -35,17 +36,9 @@ class RewardSpec:
 class RolloutConfig:
     """The vLLM rollout engines (one Ray actor each) and how they sample."""
 
-    num_engines: int = 1
-    cpus_per_engine: float = 1.0
-    gpus_per_engine: float = 0.0
-    """0 on the vLLM CPU build."""
-    tensor_parallel_size: int = 1
-    max_model_len: int = 1024
-    gpu_memory_utilization: float = 0.2
-    """On the CPU build: the share of RAM for the KV cache."""
-    enforce_eager: bool = True
-    """True on CPU (no CUDA graphs)."""
-    dtype: str = "float32"
+    engine: EngineConfig = field(
+        default_factory=lambda: EngineConfig(max_model_len=1024, dtype="float32")
+    )
     """float32 on CPU so that engine and learner log-probabilities agree."""
     temperature: float = 1.0
     top_p: float = 1.0
@@ -56,30 +49,17 @@ class RolloutConfig:
     def __post_init__(self) -> None:
         check_positive(
             "rl.rollout",
-            num_engines=self.num_engines,
-            cpus_per_engine=self.cpus_per_engine,
-            tensor_parallel_size=self.tensor_parallel_size,
-            max_model_len=self.max_model_len,
             temperature=self.temperature,
             max_new_tokens=self.max_new_tokens,
             max_prompt_tokens=self.max_prompt_tokens,
         )
-        if self.gpus_per_engine < 0:
-            raise ConfigError(
-                "rl.rollout.gpus_per_engine", f"must be >= 0, got {self.gpus_per_engine}"
-            )
         if not 0 < self.top_p <= 1:
             raise ConfigError("rl.rollout.top_p", f"must be in (0, 1], got {self.top_p}")
-        if not 0 < self.gpu_memory_utilization <= 1:
-            raise ConfigError(
-                "rl.rollout.gpu_memory_utilization",
-                f"must be in (0, 1], got {self.gpu_memory_utilization}",
-            )
-        if self.max_prompt_tokens + self.max_new_tokens > self.max_model_len:
+        if self.max_prompt_tokens + self.max_new_tokens > self.engine.max_model_len:
             raise ConfigError(
                 "rl.rollout.max_prompt_tokens",
                 f"{self.max_prompt_tokens} + max_new_tokens {self.max_new_tokens} exceeds "
-                f"max_model_len {self.max_model_len}",
+                f"engine.max_model_len {self.engine.max_model_len}",
             )
 
 

@@ -31,14 +31,14 @@ def build_placement_group(recipe: Recipe, *, timeout_s: float = 600.0) -> Any:
     import ray
     from ray.util.placement_group import placement_group
 
-    ro, le = recipe.rl.rollout, recipe.rl.learner
-    engine = {"CPU": ro.cpus_per_engine} | (
-        {"GPU": ro.gpus_per_engine} if ro.gpus_per_engine else {}
+    en, le = recipe.rl.rollout.engine, recipe.rl.learner
+    engine = {"CPU": en.cpus_per_replica} | (
+        {"GPU": en.gpus_per_replica} if en.gpus_per_replica else {}
     )
     learner = {"CPU": le.cpus_per_learner} | (
         {"GPU": le.gpus_per_learner} if le.gpus_per_learner else {}
     )
-    bundles = [dict(engine) for _ in range(ro.num_engines)] + [
+    bundles = [dict(engine) for _ in range(en.replicas)] + [
         dict(learner) for _ in range(le.num_learners)
     ]
     pg = placement_group(bundles, strategy=recipe.rl.placement_strategy, name="agentworld-rl")
@@ -103,12 +103,12 @@ class RolloutGroup:
         cls = ray.remote(RolloutEngine)
         self.engines = [
             cls.options(
-                num_cpus=ro.cpus_per_engine,
-                num_gpus=ro.gpus_per_engine,
+                num_cpus=ro.engine.cpus_per_replica,
+                num_gpus=ro.engine.gpus_per_replica,
                 runtime_env={"env_vars": _actor_env()},
                 scheduling_strategy=_in_bundle(pg, i),
             ).remote(model_dir, ro, seed=recipe.rl.seed + i)
-            for i in range(ro.num_engines)
+            for i in range(ro.engine.replicas)
         ]
 
     def generate(
@@ -164,7 +164,7 @@ class LearnerGroup:
 
         from agentworld.rl.learner import Learner
 
-        le, first = recipe.rl.learner, recipe.rl.rollout.num_engines
+        le, first = recipe.rl.learner, recipe.rl.rollout.engine.replicas
         self.timeout_s = recipe.rl.call_timeout_s
         cls = ray.remote(Learner)
         addr, port = _rendezvous_address(pg, first, timeout_s=self.timeout_s)

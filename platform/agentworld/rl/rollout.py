@@ -71,11 +71,7 @@ class RolloutEngine:
         self.cfg = cfg
         self.llm = LLM(
             model=local_model_dir(model_dir),
-            dtype=cfg.dtype,
-            enforce_eager=cfg.enforce_eager,
-            gpu_memory_utilization=cfg.gpu_memory_utilization,
-            max_model_len=cfg.max_model_len,
-            tensor_parallel_size=cfg.tensor_parallel_size,
+            **cfg.engine.vllm_kwargs(),
             seed=seed,
             worker_extension_cls=f"{__name__}.WeightSyncExtension",
         )

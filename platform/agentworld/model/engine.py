@@ -1,0 +1,62 @@
+"""Typed configuration of a vLLM engine, shared by every stage that runs one: evaluate's
+batch-inference actors, rl's rollout engines and the serve stage's Serve LLM deployment.
+Each stage's config holds one as its ``engine`` field, with the stage's own defaults, and
+passes ``vllm_kwargs()`` to vLLM; where the replicas run on Ray is the stage's
+placement's business."""
+
+from __future__ import annotations
+
+import typing
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from agentworld.config import ConfigError, check_fraction, check_non_negative, check_positive
+
+Dtype = Literal["auto", "float32", "float", "bfloat16", "float16", "half"]
+"""vLLM's ``dtype`` choices: ``auto`` takes the checkpoint's."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class EngineConfig:
+    """vLLM engines: how many, what each takes from Ray, and vLLM's own arguments."""
+
+    replicas: int = 1
+    """Engines, each holding one copy of the model."""
+    cpus_per_replica: float = 1.0
+    """Ray CPUs per engine."""
+    gpus_per_replica: float = 0.0
+    """Ray GPUs per engine (0 on the vLLM CPU build)."""
+    tensor_parallel_size: int = 1
+    max_model_len: int = 2048
+    """Prompt + generated tokens per request."""
+    gpu_memory_utilization: float = 0.2
+    """On the CPU build: the share of RAM for the KV cache."""
+    enforce_eager: bool = True
+    """True on CPU (no CUDA graphs)."""
+    dtype: Dtype = "auto"
+
+    def __post_init__(self) -> None:
+        check_positive(
+            "engine",
+            replicas=self.replicas,
+            cpus_per_replica=self.cpus_per_replica,
+            tensor_parallel_size=self.tensor_parallel_size,
+            max_model_len=self.max_model_len,
+        )
+        check_non_negative("engine", gpus_per_replica=self.gpus_per_replica)
+        check_fraction("engine.gpu_memory_utilization", self.gpu_memory_utilization, low_open=True)
+        if self.dtype not in typing.get_args(Dtype):
+            raise ConfigError(
+                "engine.dtype", f"must be one of {typing.get_args(Dtype)}, got {self.dtype!r}"
+            )
+
+    def vllm_kwargs(self) -> dict[str, Any]:
+        """The engine arguments of ``vllm.LLM`` (or Serve LLM's ``engine_kwargs``); the
+        caller adds the model and what only it knows (seed, worker extension)."""
+        return {
+            "dtype": self.dtype,
+            "enforce_eager": self.enforce_eager,
+            "gpu_memory_utilization": self.gpu_memory_utilization,
+            "max_model_len": self.max_model_len,
+            "tensor_parallel_size": self.tensor_parallel_size,
+        }
