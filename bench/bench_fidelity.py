@@ -34,7 +34,6 @@ from _quick import parse_sized
 from _results import goal, write_result
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "platform"))
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -68,21 +67,22 @@ def run_job(name: str, argv: list[str], timings: dict[str, float]) -> None:
 def pipeline(out: str, a: argparse.Namespace, timings: dict[str, float]) -> None:
     """collect -> prepare -> cpt -> sft -> rl, as jobs/demo.py runs them."""
     r = ["--recipe", a.recipe]
-    run_job("collect", ["--out", f"{out}/raw", "--domains", ",".join(DOMAINS),
-                        "--episodes", str(a.episodes), "--seed", "0", *r], timings)  # fmt: skip
+    run_job("collect", ["--out", f"{out}/raw", "--set", f"collect.domains={','.join(DOMAINS)}",
+                        "--set", f"collect.episodes={a.episodes}", "--set", "collect.seed=0", *r],
+            timings)  # fmt: skip
     run_job("prepare", ["--input", f"{out}/raw", "--out", f"{out}/prepared", *r,
-                        "--data", "progress_bars=False"], timings)  # fmt: skip
+                        "--set", "data.progress_bars=False"], timings)  # fmt: skip
     run_job("cpt", ["--data", f"{out}/prepared", "--out", f"{out}/cpt", *r,
-                    "--train", f"max_steps={a.cpt_steps}"], timings)  # fmt: skip
+                    "--set", f"train.max_steps={a.cpt_steps}"], timings)  # fmt: skip
     run_job("sft", ["--data", f"{out}/prepared", "--init", f"{out}/cpt/hf", "--out", f"{out}/sft",
-                    *r, "--train", f"max_steps={a.sft_steps}"], timings)  # fmt: skip
+                    *r, "--set", f"train.max_steps={a.sft_steps}"], timings)  # fmt: skip
     run_job("rl", ["--data", f"{out}/prepared", "--init", f"{out}/sft/hf", "--out", f"{out}/rl",
-                   *r, "--max-steps", str(a.rl_steps), "--no-wandb"], timings)  # fmt: skip
+                   *r, "--set", f"rl.max_steps={a.rl_steps}", "--set", "rl.wandb=false"], timings)  # fmt: skip
 
 
 def heldout(out: str, policy: str, a: argparse.Namespace, timings: dict[str, float]) -> dict:
     """The fidelity command of the demo's evaluate stage, on one policy."""
-    run_job("evaluate", ["--recipe", a.recipe, "fidelity", "--input", f"{out}/prepared/samples/sft",
+    run_job("evaluate", ["fidelity", "--recipe", a.recipe, "--input", f"{out}/prepared/samples/sft",
                          "--format", "samples", "--model", f"{out}/{policy}/hf",
                          "--out", f"{out}/eval-{policy}", "--name", policy], timings)  # fmt: skip
     return json.loads(Path(out, f"eval-{policy}", "score", "summary.json").read_text())

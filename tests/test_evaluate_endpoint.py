@@ -55,8 +55,9 @@ def test_interrupted_infer_resumes_without_duplicates_then_judge_and_score(tmp_p
 
     with ScriptedChatServer(script) as server:
         args = ["infer", "--input", bench, "--endpoint", server.base_url, "--out", str(run)]
-        args += ["--flush-every", "4"]
-        cmd = [sys.executable, str(ROOT / "jobs" / "evaluate.py"), *args, "--concurrency", "2"]
+        args += ["--set", "evaluate.infer.flush_every=4"]
+        cmd = [sys.executable, str(ROOT / "jobs" / "evaluate.py"), *args]
+        cmd += ["--set", "evaluate.infer.endpoint.concurrency=2"]
         env = {**os.environ, "PYTHONPATH": f"{ROOT / 'platform'}:{ROOT}"}
         log = open(tmp_path / "infer.log", "wb")
         proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -133,8 +134,8 @@ def test_endpoint_failures_are_counted_then_retried(tmp_path):
             server.base_url,
             "--out",
             run,
-            "--max-retries",
-            "1",
+            "--set",
+            "evaluate.infer.endpoint.max_retries=1",
         ]
         job.main(args)
         manifest = json.loads((tmp_path / "run" / "infer" / "manifest.json").read_text())
@@ -147,4 +148,4 @@ def test_endpoint_failures_are_counted_then_retried(tmp_path):
     assert manifest["status"] == "complete" and manifest["counts"]["predicted"] == len(failed)
     assert [p["key"] for p in read_jsonl(f"{run}/infer/predictions.jsonl")] == keys
     with pytest.raises(ValueError, match="holds predictions made with sampling"):
-        job.main([*args, "--temperature", "0.7"])  # would mix two ways of sampling
+        job.main([*args, "--set", "evaluate.infer.sampling.temperature=0.7"])  # would mix two ways of sampling
