@@ -38,7 +38,9 @@ class TasksConfig:
             raise ConfigError("agent.tasks.families", "must name at least one family")
         for f in self.families:
             if f not in FAMILIES:
-                raise ConfigError("agent.tasks.families", f"unknown family {f!r}; known: {FAMILIES}")
+                raise ConfigError(
+                    "agent.tasks.families", f"unknown family {f!r}; known: {FAMILIES}"
+                )
         if len(set(self.families)) != len(self.families):
             raise ConfigError("agent.tasks.families", f"repeated family in {list(self.families)}")
         if self.per_family < 2:
@@ -182,7 +184,9 @@ class AgentConfig:
         if self.demo_steps < 0:
             raise ConfigError("agent.demo_steps", f"must be >= 0, got {self.demo_steps}")
         if self.eval_temperature < 0:
-            raise ConfigError("agent.eval_temperature", f"must be >= 0, got {self.eval_temperature}")
+            raise ConfigError(
+                "agent.eval_temperature", f"must be >= 0, got {self.eval_temperature}"
+            )
         le = self.rl.learner
         if (
             self.demo_batch % le.num_learners

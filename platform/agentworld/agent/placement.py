@@ -6,10 +6,12 @@ them) built from the agent's own ``RLConfig``."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentworld.agent.config import AgentConfig
-from agentworld.recipes.config import Recipe
+
+if TYPE_CHECKING:  # recipes compose every stage's config: for annotations only
+    from agentworld.recipes.config import Recipe
 
 
 def cluster(num_cpus: int = 4):

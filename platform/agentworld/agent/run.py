@@ -18,10 +18,12 @@ from __future__ import annotations
 import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from agentworld.agent.config import AgentConfig
-from agentworld.recipes.config import Recipe
+
+if TYPE_CHECKING:  # recipes compose every stage's config: for annotations only
+    from agentworld.recipes.config import Recipe
 
 
 @dataclass(frozen=True, kw_only=True)

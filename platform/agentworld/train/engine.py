@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agentworld.recipes.config import Recipe
 from agentworld.train.ds_config import deepspeed_config
 from agentworld.train.loss import warmup_cosine
+
+if TYPE_CHECKING:  # recipes compose every stage's config: for annotations only
+    from agentworld.recipes.config import Recipe
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -8,11 +8,13 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agentworld.recipes.config import Recipe
 from agentworld.train.batch import PackedBatch, collate
 from agentworld.train.engine import ModelSource
+
+if TYPE_CHECKING:  # recipes compose every stage's config: for annotations only
+    from agentworld.recipes.config import Recipe
 
 
 @dataclass(frozen=True, kw_only=True)
