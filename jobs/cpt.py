@@ -17,30 +17,23 @@ from __future__ import annotations
 import argparse
 import sys
 
-from agentworld.cli import job_parser, run_job, url
+from agentworld.cli import run_job
+
+INIT = "HF checkpoint to start from (default: recipe.model.pretrained, else a fresh model)"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = job_parser(__doc__)
-    p.add_argument("--data", type=url, help="the prepare stage's output (tokenizer/, packed/)")
-    p.add_argument("--out", type=url, required=True, help="run directory (path or fsspec URL)")
-    p.add_argument(
-        "--init",
-        type=url,
-        help="HF checkpoint to start from (default: recipe.model.pretrained, else a fresh model)",
-    )
-    return p.parse_args(argv)
+    from agentworld.train.run import job_parser
+
+    return job_parser(__doc__, init_help=INIT).parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     from agentworld.recipes import load
-    from agentworld.train.job import TrainJob
     from agentworld.train.run import run_locally
 
-    recipe = load(args.recipe, args.set)  # a bad value fails here, before Ray starts
-    job = TrainJob(stage="cpt", data=args.data or "", out=args.out, recipe=recipe, init=args.init)
-    return run_locally(job)
+    return run_locally("cpt", args, load(args.recipe, args.set))
 
 
 if __name__ == "__main__":

@@ -9,10 +9,13 @@ import dataclasses
 import os
 import tempfile
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentworld.console import say
 from agentworld.train.job import DataPlan, TrainJob
+
+if TYPE_CHECKING:  # recipes compose every stage's config: for annotations only
+    from agentworld.recipes.config import Recipe
 
 
 @contextlib.contextmanager
@@ -152,11 +155,25 @@ def summary(manifest: dict[str, Any]) -> str:
     )
 
 
-def run_locally(job: TrainJob) -> int:
-    """What jobs/cpt.py and jobs/sft.py do with their job: run it on the cluster of
-    RAY_ADDRESS (``ray job submit``) or on a local one sized for its workers."""
+def job_parser(doc: str | None, *, init_help: str):
+    """The command line of jobs/cpt.py and jobs/sft.py: the shared ``--recipe`` /
+    ``--set``, and where the data, the run and the starting checkpoint are."""
+    from agentworld.cli import job_parser, url
+
+    p = job_parser(doc)
+    p.add_argument("--data", type=url, help="the prepare stage's output (tokenizer/, packed/)")
+    p.add_argument("--out", type=url, required=True, help="run directory (path or fsspec URL)")
+    p.add_argument("--init", type=url, help=init_help)
+    return p
+
+
+def run_locally(stage: str, args, recipe: Recipe) -> int:
+    """What jobs/cpt.py and jobs/sft.py do once parsed: build the job (a bad value or a
+    missing input fails here, before Ray starts), run it on the cluster of RAY_ADDRESS
+    (``ray job submit``) or on a local one sized for its workers, print the summary."""
     from agentworld.cluster import local_ray
 
+    job = TrainJob(stage=stage, data=args.data or "", out=args.out, recipe=recipe, init=args.init)
     with local_ray(num_cpus=local_cpus(job.recipe.cluster)):
         manifest = run(job)
     say(summary(manifest))
