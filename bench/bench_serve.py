@@ -68,12 +68,13 @@ def start(model: str) -> str:
     import yaml
     from ray import serve
 
-    from agentworld.sim.app import build_app
+    from agentworld.sim.placement.app import build_app
 
     args = yaml.safe_load(open(os.path.join(ROOT, "serve", "sim_cpu.yaml")))["applications"][0][
         "args"
     ]
-    args["engine"].update(model=model, max_model_len=1024)
+    args["model"] = model
+    args["engine"]["max_model_len"] = 1024
     args["auth"] = {"api_keys": {"bench": KEY}, "api_keys_env": None}
     args["limits"].update(rate_per_minute=1e6, burst=100_000, request_timeout_s=120)
     args["store_name"] = "agentworld-sim-bench"

@@ -327,14 +327,14 @@ def test_sync_serve_copies_the_serve_file(tree):
     from agentworld.deploy.rayconfig import sync_serve_configs
 
     source = tree / "serve/sim_gpu.yaml"
-    source.write_text(source.read_text().replace("num_replicas: 2", "num_replicas: 3"))
+    source.write_text(source.read_text().replace(" replicas: 2", " replicas: 3"))
     assert find(problems_of(tree), "spec.serveConfigV2: differs from serve/sim_gpu.yaml")
     assert sync_serve_configs(tree) == [tree / "k8s/base/sim/rayservice.yaml"]
     assert problems_of(tree) == []
     assert (
         _serve_config(
             list(yaml.safe_load_all((tree / "k8s/base/sim/rayservice.yaml").read_text()))
-        )["applications"][0]["args"]["engine"]["num_replicas"]
+        )["applications"][0]["args"]["engine"]["replicas"]
         == 3
     )
 

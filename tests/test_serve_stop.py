@@ -34,11 +34,8 @@ def _group_alive(pgid: int) -> bool:
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM])
 def test_serve_stops_on_sigterm_with_exit_code_0(tiny_checkpoint, tmp_path, sig):
-    from importlib import util
+    from agentworld.sim.run import STOP_TIMEOUT_S
 
-    spec = util.spec_from_file_location("_serve_job", ROOT / "jobs" / "serve.py")
-    job = util.module_from_spec(spec)
-    spec.loader.exec_module(job)
     port = _free_port()
     log = open(tmp_path / "serve.log", "w+")
     proc = subprocess.Popen(
@@ -55,7 +52,7 @@ def test_serve_stops_on_sigterm_with_exit_code_0(tiny_checkpoint, tmp_path, sig)
         with socket.create_connection(("127.0.0.1", port), timeout=10):
             pass
         proc.send_signal(sig)
-        rc = proc.wait(timeout=job.STOP_TIMEOUT_S + 60)
+        rc = proc.wait(timeout=STOP_TIMEOUT_S + 60)
         text = (tmp_path / "serve.log").read_text()
         assert rc == 0, text[-3000:]
         assert "[serve] stopping" in text and "[serve] stopped" in text, text[-2000:]

@@ -43,12 +43,13 @@ def sim_url(ray_cluster, tiny_checkpoint, tmp_path_factory):
     (team-c is rate limited hard); yields the base URL."""
     from ray import serve
 
-    from agentworld.sim.app import build_app
+    from agentworld.sim.placement.app import build_app
 
     config = yaml.safe_load((ROOT / "serve" / "sim_cpu.yaml").read_text())
     app_config = config["applications"][0]
     args = app_config["args"]
-    args["engine"].update(model=tiny_checkpoint, max_model_len=1024)
+    args["model"] = tiny_checkpoint
+    args["engine"]["max_model_len"] = 1024
     args["auth"] = {"api_keys": KEYS, "api_keys_env": None}
     # team-c is limited hard for the rate-limit test; the others must never be, however
     # fast an idle machine runs the module (burst 20 alone runs out within one test).

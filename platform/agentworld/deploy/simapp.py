@@ -9,7 +9,10 @@ from typing import Any
 from agentworld.deploy.kuberay import gpus_of
 from agentworld.deploy.problems import Problem
 
-SIM_IMPORT_PATHS = ("agentworld.sim.app:build_app", "agentworld.sim.app.build_app")
+SIM_IMPORT_PATHS = (
+    "agentworld.sim.placement.app:build_app",
+    "agentworld.sim.placement.app.build_app",
+)
 
 
 def check_sim_args(args: dict[str, Any], cluster: dict[str, Any], field: str) -> list[Problem]:
@@ -36,11 +39,11 @@ def check_sim_args(args: dict[str, Any], cluster: dict[str, Any], field: str) ->
         for g in groups
     ]
     fits = sum(n * (gpus // per_replica) for n, gpus in pods)
-    if fits < engine.num_replicas:
+    if fits < engine.replicas:
         return [
             Problem(
-                f"{field}.engine.num_replicas",
-                f"{engine.num_replicas} engines of {per_replica} GPU(s) each do not fit the worker groups "
+                f"{field}.engine.replicas",
+                f"{engine.replicas} engines of {per_replica} GPU(s) each do not fit the worker groups "
                 f"(room for {fits} at maxReplicas)",
             )
         ]

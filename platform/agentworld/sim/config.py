@@ -1,7 +1,8 @@
-"""Typed configuration of the serve stage: the model engine, the simulator's limits and
-the team keys. Free of heavy imports: ``agentworld.recipes`` imports it. Invalid values
-raise ConfigError naming the field; ``ServeConfig.from_dict`` (what a Serve config's
-``args`` hold) also rejects unknown keys by name."""
+"""Typed configuration of the serve stage: the checkpoint and its vLLM engine
+(``agentworld.model.engine.EngineConfig``), the simulator's limits and the team keys.
+Free of heavy imports: ``agentworld.recipes`` imports it. Invalid values raise
+ConfigError naming the field; ``ServeConfig.from_dict`` (what a Serve config's ``args``
+hold) also rejects unknown keys by name."""
 
 from __future__ import annotations
 
@@ -12,69 +13,10 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from agentworld.config import ConfigError, check_positive
+from agentworld.config import ConfigError, check_non_negative, check_positive
+from agentworld.model.engine import EngineConfig
 
 _TEAM_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
-
-
-@dataclass(frozen=True, kw_only=True)
-class EngineConfig:
-    """The checkpoint and the vLLM engine behind ``/v1/chat/completions``
-    (``ray.serve.llm``)."""
-
-    model: str = "runs/demo/model"
-    """HF-format checkpoint: a local path (relative paths resolve against the directory
-    the app is built from) or a model id / URL that vLLM loads."""
-    model_id: str = "agentworld"
-    """Name clients pass as ``model``."""
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "float32"
-    """float32 on CPU; bfloat16 on GPU."""
-    max_model_len: int = 2048
-    """Prompt + answer tokens per request."""
-    gpu_memory_utilization: float = 0.2
-    """On the CPU build: the share of RAM vLLM may take for its KV cache."""
-    enforce_eager: bool = True
-    """True on CPU (no CUDA graphs)."""
-    cpu_kv_cache_gib: int | None = 1
-    """VLLM_CPU_KVCACHE_SPACE for the engine (CPU build); None leaves vLLM's default."""
-    cpus_per_replica: float = 1.0
-    """CPUs of the engine's placement-group bundle."""
-    server_cpus: float = 0.0
-    """CPUs reserved for the engine's Serve replica process on top of the bundle (it
-    only relays requests); 0 lets the whole app fit a 2-CPU Ray cluster."""
-    gpus_per_replica: int = 0
-    """GPUs of the engine's bundle (0 on the CPU build)."""
-    tensor_parallel_size: int = 1
-    num_replicas: int = 1
-    """Engine replicas (each holds a copy of the model)."""
-
-    def __post_init__(self) -> None:
-        if not self.model:
-            raise ConfigError("engine.model", "must name a checkpoint")
-        if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.:/\-]*$", self.model_id):
-            raise ConfigError("engine.model_id", f"{self.model_id!r} is not a valid model name")
-        check_positive(
-            "engine",
-            max_model_len=self.max_model_len,
-            cpus_per_replica=self.cpus_per_replica,
-            tensor_parallel_size=self.tensor_parallel_size,
-            num_replicas=self.num_replicas,
-            cpu_kv_cache_gib=self.cpu_kv_cache_gib,
-        )
-        if not 0 < self.gpu_memory_utilization <= 1:
-            raise ConfigError(
-                "engine.gpu_memory_utilization",
-                f"must be in (0, 1], got {self.gpu_memory_utilization}",
-            )
-        if self.server_cpus < 0:
-            raise ConfigError("engine.server_cpus", f"must be >= 0, got {self.server_cpus}")
-        if self.gpus_per_replica < 0:
-            raise ConfigError("engine.gpus_per_replica", f"must be >= 0, got {self.gpus_per_replica}")
-        if self.tensor_parallel_size > 1 and self.gpus_per_replica < self.tensor_parallel_size:
-            raise ConfigError(
-                "engine.tensor_parallel_size",
-                f"{self.tensor_parallel_size} needs gpus_per_replica >= it, got {self.gpus_per_replica}",
-            )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -156,7 +98,9 @@ class AuthConfig:
 
 def check_team_key(team: str, key: str, *, where: str) -> None:
     if not isinstance(team, str) or not _TEAM_RE.match(team):
-        raise ConfigError(where, f"team name {team!r} is invalid (1-64 letters, digits, '_', '.', '-')")
+        raise ConfigError(
+            where, f"team name {team!r} is invalid (1-64 letters, digits, '_', '.', '-')"
+        )
     if not isinstance(key, str) or len(key) < 8 or any(c.isspace() for c in key):
         raise ConfigError(f"{where}.{team}", "a key must be at least 8 characters without spaces")
 
@@ -166,7 +110,20 @@ class ServeConfig:
     """The serve stage: one Ray Serve application with the OpenAI-compatible routes of
     the model and the simulator API on top."""
 
-    engine: EngineConfig = field(default_factory=EngineConfig)
+    model: str = "runs/demo/model"
+    """HF-format checkpoint behind ``/v1/chat/completions``: a local path (relative paths
+    resolve against the directory the app is built from) or a model id / URL that vLLM
+    loads."""
+    model_id: str = "agentworld"
+    """Name clients pass as ``model``."""
+    engine: EngineConfig = field(default_factory=lambda: EngineConfig(dtype="float32"))
+    """The vLLM engine replicas (``ray.serve.llm``); float32 on CPU, bfloat16 on GPU. On
+    GPU each replica gets one bundle of one GPU per tensor-parallel rank."""
+    engine_server_cpus: float = 0.0
+    """CPUs reserved for each engine's Serve replica process on top of its bundle (it
+    only relays requests); 0 lets the whole app fit a 2-CPU Ray cluster."""
+    cpu_kv_cache_gib: int | None = 1
+    """VLLM_CPU_KVCACHE_SPACE for the engine (CPU build); None leaves vLLM's default."""
     limits: LimitsConfig = field(default_factory=LimitsConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)
     custom_domains: dict[str, str] = field(default_factory=dict)
@@ -183,7 +140,25 @@ class ServeConfig:
     """Ray CPUs reserved per ingress replica (it mostly waits on the engine)."""
 
     def __post_init__(self) -> None:
-        check_positive("serve", ingress_replicas=self.ingress_replicas)
+        if not self.model:
+            raise ConfigError("serve.model", "must name a checkpoint")
+        if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.:/\-]*$", self.model_id):
+            raise ConfigError("serve.model_id", f"{self.model_id!r} is not a valid model name")
+        check_positive(
+            "serve", ingress_replicas=self.ingress_replicas, cpu_kv_cache_gib=self.cpu_kv_cache_gib
+        )
+        check_non_negative("serve", engine_server_cpus=self.engine_server_cpus)
+        en = self.engine
+        if en.gpus_per_replica != int(en.gpus_per_replica):
+            # Serve LLM places whole GPUs: one bundle of one GPU per tensor-parallel rank.
+            raise ConfigError(
+                "engine.gpus_per_replica", f"must be a whole number, got {en.gpus_per_replica}"
+            )
+        if en.tensor_parallel_size > 1 and en.gpus_per_replica < en.tensor_parallel_size:
+            raise ConfigError(
+                "engine.tensor_parallel_size",
+                f"{en.tensor_parallel_size} needs gpus_per_replica >= it, got {en.gpus_per_replica}",
+            )
         if self.ingress_cpus < 0:
             raise ConfigError("serve.ingress_cpus", f"must be >= 0, got {self.ingress_cpus}")
         if not self.store_name:
@@ -206,23 +181,33 @@ class ServeConfig:
         return dataclasses.replace(self, auth=dataclasses.replace(self.auth, api_keys=masked))
 
 
-def _from_dict(cls: type, data: Any, where: str) -> Any:
+def _from_dict(cls: type, data: Any, where: str, base: Any = None) -> Any:
+    """``cls`` from ``data``; a nested section starts from its owner's default (``base``),
+    so that a stage's own defaults (the engine's dtype) hold for the keys not given."""
     if not isinstance(data, dict):
         raise ConfigError(where, f"expected a mapping, got {type(data).__name__}")
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - set(fields))
     if unknown:
-        raise ConfigError(f"{where}.{unknown[0]}", f"unknown field; known: {', '.join(sorted(fields))}")
+        raise ConfigError(
+            f"{where}.{unknown[0]}", f"unknown field; known: {', '.join(sorted(fields))}"
+        )
     hints = typing.get_type_hints(cls)
     values = {}
     for name, value in data.items():
         sub = hints[name]
         if dataclasses.is_dataclass(sub):
-            value = _from_dict(sub, value, f"{where}.{name}")
+            value = _from_dict(sub, value, f"{where}.{name}", _default(fields[name]))
         else:
             _check_type(value, sub, f"{where}.{name}")
         values[name] = value
-    return cls(**values)
+    return dataclasses.replace(base, **values) if base is not None else cls(**values)
+
+
+def _default(f: dataclasses.Field) -> Any:
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return None if f.default is dataclasses.MISSING else f.default
 
 
 def _check_type(value: Any, hint: Any, where: str) -> None:

@@ -1,7 +1,7 @@
 """The ASGI layer in front of every ``/v1`` route: oversized headers get a 431, the API
 key names the team (401 otherwise), the body is read up to the size limit (413 past
-it, before any parsing), and each request is counted in Prometheus metrics (through
-``ray.serve.metrics``)."""
+it, before any parsing), and each request is counted in Prometheus metrics (Ray
+Serve's, made by ``agentworld.sim.placement.request_metrics``)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ _ROUTES = (
     (re.compile(r"^/v1/sessions/[^/]+$"), "/v1/sessions/{id}"),
     (re.compile(r"^/v1/models/.+$"), "/v1/models/{model}"),
 )
-_LATENCY_BOUNDARIES = [0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0]
 MAX_HEADER_BYTES = 32 * 1024
 log = logging.getLogger(__name__)
 
@@ -106,7 +105,9 @@ class Guard:
     def _record(self, path: str, team: str, code: int, seconds: float) -> None:
         try:
             if self._metrics is None:
-                self._metrics = _build_metrics()
+                from agentworld.sim.placement import request_metrics
+
+                self._metrics = request_metrics()
             requests, latency = self._metrics
             route = route_label(path)
             requests.inc(tags={"route": route, "team": team, "status": str(code)})
@@ -125,27 +126,6 @@ def route_label(path: str) -> str:
         if pattern.match(path):
             return label
     return path
-
-
-def _build_metrics():
-    import ray
-    from ray.serve import metrics
-
-    if not ray.is_initialized():
-        raise RuntimeError("metrics need a Ray worker")  # e.g. the app under a test client
-
-    requests = metrics.Counter(
-        "agentworld_sim_requests",
-        description="Simulator and model requests by route, team and HTTP status.",
-        tag_keys=("route", "team", "status"),
-    )
-    latency = metrics.Histogram(
-        "agentworld_sim_request_latency_s",
-        description="Time to answer a request, by route.",
-        boundaries=_LATENCY_BOUNDARIES,
-        tag_keys=("route",),
-    )
-    return requests, latency
 
 
 def _too_large(limit: int) -> SimError:

@@ -1,45 +1,48 @@
-"""Where the serve stage's pieces run on Ray: the vLLM engine deployment
-(``ray.serve.llm``) and the detached actor that holds the sessions."""
+"""All of the serve stage's Ray code; the rest of ``agentworld.sim`` is plain Python.
+
+This module: the vLLM engine deployment's ``ray.serve.llm.LLMConfig``, the detached
+actor that holds the sessions, and the Serve metrics the Guard records. Beside it:
+``app`` (the Serve application: ``build_app`` is the import path Serve configs name,
+and the deploy/stop calls of ``agentworld.sim.run``), ``ingress`` (``SimIngress``, the
+Serve deployment class of the simulator routes) and ``ray_llm_adapter`` (the two
+private Ray Serve LLM names the app needs, in one place).
+"""
 
 from __future__ import annotations
 
 import os
 from typing import Any
 
-from agentworld.sim.config import EngineConfig, ServeConfig
+from agentworld.sim.config import ServeConfig
 
 _REMOTE = ("s3://", "gs://", "abfss://", "azure://")
+_LATENCY_BOUNDARIES = [0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0]
 
 
-def llm_config(engine: EngineConfig, *, base_dir: str | None = None):
-    """The ``ray.serve.llm.LLMConfig`` of the engine. On CPU the engine gets one bundle of
-    ``cpus_per_replica`` CPUs; on GPU one bundle per tensor-parallel rank."""
+def llm_config(cfg: ServeConfig, *, base_dir: str | None = None):
+    """The ``ray.serve.llm.LLMConfig`` of the engine. On CPU each replica gets one bundle
+    of ``cpus_per_replica`` CPUs; on GPU one bundle per tensor-parallel rank."""
     from ray.serve.llm import LLMConfig
 
+    engine = cfg.engine
     if engine.gpus_per_replica:
         bundle = {"CPU": engine.cpus_per_replica, "GPU": 1}
         bundles = [bundle] * engine.tensor_parallel_size
     else:
         bundles = [{"CPU": engine.cpus_per_replica}]
     env = _job_env_vars()
-    if engine.cpu_kv_cache_gib is not None and not engine.gpus_per_replica:
-        env["VLLM_CPU_KVCACHE_SPACE"] = str(engine.cpu_kv_cache_gib)
+    if cfg.cpu_kv_cache_gib is not None and not engine.gpus_per_replica:
+        env["VLLM_CPU_KVCACHE_SPACE"] = str(cfg.cpu_kv_cache_gib)
     return LLMConfig(
         model_loading_config={
-            "model_id": engine.model_id,
-            "model_source": model_source(engine.model, base_dir),
+            "model_id": cfg.model_id,
+            "model_source": model_source(cfg.model, base_dir),
         },
-        engine_kwargs={
-            "dtype": engine.dtype,
-            "enforce_eager": engine.enforce_eager,
-            "gpu_memory_utilization": engine.gpu_memory_utilization,
-            "max_model_len": engine.max_model_len,
-            "tensor_parallel_size": engine.tensor_parallel_size,
-        },
+        engine_kwargs=engine.vllm_kwargs(),
         placement_group_config={"bundles": bundles},
         deployment_config={
-            "num_replicas": engine.num_replicas,
-            "ray_actor_options": {"num_cpus": engine.server_cpus},
+            "num_replicas": engine.replicas,
+            "ray_actor_options": {"num_cpus": cfg.engine_server_cpus},
         },
         runtime_env={"env_vars": env} if env else None,
     )
@@ -88,3 +91,26 @@ def session_store(cfg: ServeConfig):
     # Calls from one caller run in order, so no need to wait for this one.
     store.configure.remote(cfg.limits)
     return store
+
+
+def request_metrics():
+    """(requests counter, latency histogram) of ``agentworld.sim.guard.Guard``, in Ray
+    Serve's Prometheus metrics; raises outside a Ray worker."""
+    import ray
+    from ray.serve import metrics
+
+    if not ray.is_initialized():
+        raise RuntimeError("metrics need a Ray worker")  # e.g. the app under a test client
+
+    requests = metrics.Counter(
+        "agentworld_sim_requests",
+        description="Simulator and model requests by route, team and HTTP status.",
+        tag_keys=("route", "team", "status"),
+    )
+    latency = metrics.Histogram(
+        "agentworld_sim_request_latency_s",
+        description="Time to answer a request, by route.",
+        boundaries=_LATENCY_BOUNDARIES,
+        tag_keys=("route",),
+    )
+    return requests, latency

@@ -1,6 +1,9 @@
 """The Ray Serve application: a vLLM engine deployment (``ray.serve.llm``) and the
 simulator ingress in front of it. ``build_app`` is the import path Serve configs name
-(``import_path: agentworld.sim.app:build_app``); its ``args`` are a ServeConfig as data.
+(``import_path: agentworld.sim.placement.app:build_app``); its ``args`` are a
+ServeConfig as data. ``deploy``, ``delete`` and ``shutdown`` are the Serve calls of
+``agentworld.sim.run``. Built from Ray's public API (``ray.serve``, ``ray.serve.llm``)
+but for the two names ``ray_llm_adapter`` holds.
 """
 
 from __future__ import annotations
@@ -65,14 +68,14 @@ def build_sim_app(cfg: ServeConfig, *, base_dir: str | None = None):
     """The application for ``cfg``; relative model paths resolve against ``base_dir``
     (default: the current directory)."""
     from ray import serve
-    from ray.llm._internal.serve.core.configs.openai_api_models import to_model_metadata
     from ray.serve.llm import build_llm_deployment
     from ray.serve.llm.ingress import make_fastapi_ingress
 
-    from agentworld.sim.ingress import SimIngress
     from agentworld.sim.placement import llm_config
+    from agentworld.sim.placement.ingress import SimIngress
+    from agentworld.sim.placement.ray_llm_adapter import model_card
 
-    llm = llm_config(cfg.engine, base_dir=base_dir or os.getcwd())
+    llm = llm_config(cfg, base_dir=base_dir or os.getcwd())
     engine = build_llm_deployment(llm)
     ingress = make_fastapi_ingress(SimIngress, endpoint_map=_endpoint_map(), app=_fastapi_app(cfg))
     deployment = serve.deployment(
@@ -85,9 +88,30 @@ def build_sim_app(cfg: ServeConfig, *, base_dir: str | None = None):
     )
     return deployment.bind(
         llm_deployments={llm.model_id: engine},
-        model_cards={llm.model_id: to_model_metadata(llm.model_id, llm)},
+        model_cards={llm.model_id: model_card(llm)},
         sim_config=cfg.to_dict(),
     )
+
+
+def deploy(cfg: ServeConfig, *, name: str, http: dict[str, Any]) -> None:
+    """Start Serve (``http``: its ``http_options``) and run the application ``name`` at
+    ``/``; returns once the engine and the ingress are ready."""
+    from ray import serve
+
+    serve.start(http_options=http)
+    serve.run(build_sim_app(cfg), name=name, route_prefix="/")
+
+
+def delete(name: str) -> None:
+    from ray import serve
+
+    serve.delete(name)
+
+
+def shutdown() -> None:
+    from ray import serve
+
+    serve.shutdown()
 
 
 def _endpoint_map() -> dict[str, Any]:
@@ -100,13 +124,13 @@ def _endpoint_map() -> dict[str, Any]:
 def _fastapi_app(cfg: ServeConfig):
     # Ray Serve LLM's own FastAPI app (its error handling and HTTP metrics for the
     # OpenAI routes), with the simulator's error bodies and the Guard in front.
-    from ray.llm._internal.serve.core.ingress.ingress import init
     from starlette.exceptions import HTTPException
 
     from agentworld.sim.errors import SimError
     from agentworld.sim.guard import Guard
+    from agentworld.sim.placement.ray_llm_adapter import openai_fastapi_app
 
-    app = init()
+    app = openai_fastapi_app()
     app.add_exception_handler(SimError, _error_response)
     # Routing's own refusals (no such path, method not allowed) in the same JSON shape
     # as every other error, not FastAPI's {"detail": ...}.

@@ -79,7 +79,7 @@ class SimIngress(OpenAiIngress):
             stats = await self._call("stats")
         except SimError as e:
             return JSONResponse(e.body(), status_code=503)
-        body = {"status": "ok", "model": self.cfg.engine.model_id, "replica": self.replica, **stats}
+        body = {"status": "ok", "model": self.cfg.model_id, "replica": self.replica, **stats}
         return JSONResponse(body)
 
     async def create_session(self, request: Request) -> JSONResponse:
@@ -180,7 +180,7 @@ class SimIngress(OpenAiIngress):
     ) -> tuple[str, str | None]:
         limits = self.cfg.limits
         body = ChatCompletionRequest(
-            model=self.cfg.engine.model_id,
+            model=self.cfg.model_id,
             messages=messages,
             max_tokens=min(sampling.max_tokens or limits.default_max_tokens, limits.max_tokens),
             temperature=sampling.temperature,

@@ -1,0 +1,30 @@
+"""The private Ray Serve LLM names the simulator app needs
+(``agentworld.sim.placement.ray_llm_adapter``): a Ray release that moves or changes
+them fails here, naming them, instead of inside a Serve replica."""
+
+from __future__ import annotations
+
+
+def test_private_ray_llm_names_still_work():
+    from fastapi import FastAPI
+    from ray.serve.llm import LLMConfig
+
+    from agentworld.sim.placement.ray_llm_adapter import model_card, openai_fastapi_app
+
+    llm = LLMConfig(model_loading_config={"model_id": "agentworld", "model_source": "/tmp/m"})
+    card = model_card(llm)
+    assert card.id == "agentworld" and card.metadata["model_id"] == "agentworld"
+    app = openai_fastapi_app()
+    assert isinstance(app, FastAPI)
+    assert app.user_middleware, "Ray Serve LLM's app came without its middleware"
+
+
+def test_the_app_imports_only_public_ray_names_outside_the_adapter():
+    import pathlib
+
+    import agentworld.sim
+
+    root = pathlib.Path(agentworld.sim.__file__).parent
+    for path in root.rglob("*.py"):
+        if path.name != "ray_llm_adapter.py":
+            assert "_internal" not in path.read_text(), path
