@@ -66,10 +66,10 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"{flag}: {given} does not exist")
     from agentworld.cluster import local_ray
     from agentworld.console import say
-    from agentworld.rl.run import run_rl
+    from agentworld.rl.run import RLJob, run
 
     with local_ray():
-        manifest = run_rl(data_url=args.data, init_url=args.init, out_url=args.out, recipe=recipe)
+        manifest = run(RLJob(data=args.data, init=args.init, out=args.out, recipe=recipe))
     counts = manifest.get("counts", {})
     say(
         f"[rl] done: {counts.get('steps')} steps, reward {counts.get('reward_first', 0):.3f} -> "

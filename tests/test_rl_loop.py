@@ -125,7 +125,7 @@ def test_short_run_resumes_with_the_default_reward_mix(rl_inputs, recipe, worker
     from agentworld.model import load_tokenizer
     from agentworld.rl import checkpoint
     from agentworld.rl.learner import TrainBatch
-    from agentworld.rl.run import run_rl
+    from agentworld.rl.run import RLJob, run
 
     data, init, root = rl_inputs
     assert RL.rewards == DEFAULT_REWARDS and RL.learner == LearnerConfig()
@@ -133,9 +133,8 @@ def test_short_run_resumes_with_the_default_reward_mix(rl_inputs, recipe, worker
     probe = _probe(load_tokenizer(init))
     initial = np.array(workers.learners.logprobs(probe))
     out = str(root / "run")
-    stopped = run_rl(
-        data_url=data, init_url=init, out_url=out, recipe=recipe, workers=workers, stop_after=STOP
-    )
+    job = RLJob(data=data, init=init, out=out, recipe=recipe)
+    stopped = run(job, workers=workers, stop_after=STOP)
     assert stopped == {"status": "stopped", "step": STOP}
     assert checkpoint.complete_steps(out) == [4, 5]  # every 2 and at the stop; keep 2
 
@@ -153,7 +152,7 @@ def test_short_run_resumes_with_the_default_reward_mix(rl_inputs, recipe, worker
     checkpoint.load(workers, out, STOP)
     np.testing.assert_allclose(workers.learners.logprobs(probe), saved, atol=1e-6)
 
-    manifest = run_rl(data_url=data, init_url=init, out_url=out, recipe=recipe, workers=workers)
+    manifest = run(job, workers=workers)
     rows = [json.loads(line) for line in open(f"{out}/metrics.jsonl")]
     assert [r["step"] for r in rows] == list(range(STEPS))
     print(f"\nmean rule reward per step: {[round(r['reward/rules'], 3) for r in rows]}")

@@ -1,12 +1,14 @@
 """RL for simulation fidelity: GRPO-family training with vLLM rollout engines and a
 DeepSpeed learner group on Ray, and hybrid rewards (rules + a rubric LLM judge).
 
-Layout: ``config`` (RLConfig, imported by the recipes), ``data`` (contexts from
-prepare's per-turn samples), ``rewards`` / ``judge_reward`` (named reward functions),
-``advantages`` / ``loss`` (the math), ``rollout`` (a vLLM engine), ``learner`` (a
-DeepSpeed rank), ``placement`` (Ray placement groups, actor groups, weight sync),
-``loop`` (one step), ``checkpoint``, ``metrics``, ``run`` (one run end to end).
-Nothing heavy is imported here.
+Layout: ``config`` (RLConfig, imported by the recipes; the rollout engines are an
+``agentworld.model.engine.EngineConfig``), ``run`` (the driver: ``run(RLJob) ->
+manifest``), ``placement`` (all of the stage's Ray code: placement groups, actor
+groups, weight sync), ``data`` (contexts from prepare's per-turn samples), ``rewards``
+/ ``judge_reward`` (named reward functions), ``advantages`` / ``loss`` (the math),
+``rollout`` (a vLLM engine), ``learner`` (a DeepSpeed rank), ``loop`` (one step),
+``checkpoint``, ``metrics_log`` (metrics.jsonl and wandb). Nothing heavy is imported
+here.
 """
 
 from agentworld.rl.config import LearnerConfig, RewardSpec, RLConfig, RolloutConfig

@@ -9,11 +9,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from agentworld.recipes.config import Recipe
 from agentworld.rl.data import Context, choose_contexts
 from agentworld.rl.learner import TrainBatch
 from agentworld.rl.rewards import (
@@ -25,6 +24,9 @@ from agentworld.rl.rewards import (
     score,
 )
 from agentworld.rl.rollout import Completion
+
+if TYPE_CHECKING:
+    from agentworld.recipes.config import Recipe
 
 
 def build_batch(

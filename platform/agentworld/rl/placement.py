@@ -17,13 +17,15 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from agentworld.recipes.config import Recipe
 from agentworld.rl.learner import TrainBatch
 from agentworld.rl.rollout import Completion
+
+if TYPE_CHECKING:
+    from agentworld.recipes.config import Recipe
 
 
 def build_placement_group(recipe: Recipe, *, timeout_s: float = 600.0) -> Any:

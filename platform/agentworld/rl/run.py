@@ -4,10 +4,26 @@ resume from the newest checkpoint, train, export the policy as an HF checkpoint 
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from agentworld.console import say
-from agentworld.recipes.config import Recipe
+
+if TYPE_CHECKING:
+    from agentworld.recipes.config import Recipe
+
+
+@dataclass(frozen=True, kw_only=True)
+class RLJob:
+    """One RL run."""
+
+    data: str
+    """prepare's run directory, or its per-turn samples (``samples/sft``)."""
+    init: str
+    """HF checkpoint to start from (the SFT stage's ``<out>/hf``)."""
+    out: str
+    """Run directory: metrics.jsonl, checkpoints/, hf/, quarantine/, manifest.json."""
+    recipe: Recipe
 
 
 def prepare_contexts(
@@ -36,26 +52,20 @@ def prepare_contexts(
     return contexts, len(loaded.rejected)
 
 
-def run_rl(
-    *,
-    data_url: str,
-    init_url: str,
-    out_url: str,
-    recipe: Recipe,
-    workers: Any = None,
-    stop_after: int | None = None,
-) -> dict[str, Any]:
-    """Train to ``recipe.rl.max_steps`` (or stop early after step ``stop_after``, as a
-    killed run would). ``workers``: an ``RLWorkers`` to reuse, holding the weights of
-    ``init_url`` or of this run's newest checkpoint; by default one is started and closed."""
+def run(job: RLJob, *, workers: Any = None, stop_after: int | None = None) -> dict[str, Any]:
+    """Train to ``recipe.rl.max_steps`` and return the manifest (or stop early after step
+    ``stop_after``, as a killed run would). ``workers``: an ``RLWorkers`` to reuse,
+    holding the weights of ``job.init`` or of this run's newest checkpoint; by default
+    one is started and closed."""
     from agentworld.io import is_complete, join, read_manifest
     from agentworld.model import load_tokenizer
     from agentworld.rl import checkpoint
     from agentworld.rl.loop import Trainer
-    from agentworld.rl.metrics import MetricsLog
+    from agentworld.rl.metrics_log import MetricsLog
     from agentworld.rl.placement import RLWorkers
     from agentworld.rl.rewards import build_rewards
 
+    data_url, init_url, out_url, recipe = job.data, job.init, job.out, job.recipe
     if is_complete(out_url):
         say(f"[rl] {out_url} is complete; nothing to do")
         return read_manifest(out_url)
