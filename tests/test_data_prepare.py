@@ -268,10 +268,10 @@ def test_s3_run_killed_then_resumed_has_no_duplicate_or_missing_samples(
         raw,
         "--out",
         out,
-        "--data",
-        "progress_bars=False",
-        "--data",
-        "custom_domains=('robotics',)",
+        "--set",
+        "data.progress_bars=False",
+        "--set",
+        "data.custom_domains=('robotics',)",
     ]
     proc = subprocess.Popen(
         cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
