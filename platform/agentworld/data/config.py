@@ -98,7 +98,7 @@ class DataConfig:
     tokenizer_train_docs: int = 200_000
     """Most trajectories the tokenizer is trained on (a stable hash picks them)."""
     progress_bars: bool = True
-    """Ray Data's progress bars; the stage lines are printed either way."""
+    """Ray Data's progress bars; the step lines are printed either way."""
     seed: int = 0
     """Seed of the MinHash permutations and of the order of packed rows."""
 

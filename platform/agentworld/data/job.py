@@ -57,19 +57,21 @@ class RunDir:
 
         return join(self.out, *parts)
 
-    def done(self, stage: str) -> dict[str, Any] | None:
+    def done(self, step: str) -> dict[str, Any] | None:
+        """The result a finished step recorded in its marker, or None."""
         from agentworld.io import exists, read_bytes
 
-        url = self.url("_work", f"{stage}.done.json")
+        url = self.url("_work", f"{step}.done.json")
         if not exists(url, **self.storage_options):
             return None
         return json.loads(read_bytes(url, **self.storage_options))
 
-    def mark(self, stage: str, result: dict[str, Any]) -> None:
+    def mark(self, step: str, result: dict[str, Any]) -> None:
+        """Record that ``step`` finished, with its result."""
         from agentworld.io import write_bytes
 
         data = json.dumps(result, indent=2, sort_keys=True, default=str).encode()
-        write_bytes(self.url("_work", f"{stage}.done.json"), data, **self.storage_options)
+        write_bytes(self.url("_work", f"{step}.done.json"), data, **self.storage_options)
 
     def clear(self, *parts: str) -> None:
         from agentworld.io.storage import remove
@@ -102,7 +104,7 @@ class Progress:
     def __init__(self, log: Callable[[str], None], steps: tuple[str, ...]) -> None:
         self.log, self.steps, self.t0 = log, steps, time.time()
 
-    def __call__(self, stage: str, message: str) -> None:
+    def __call__(self, step: str, message: str) -> None:
         n = len(self.steps)
-        i = self.steps.index(stage) + 1 if stage in self.steps else n
-        self.log(f"[prepare] {i}/{n} {stage}: {message} ({time.time() - self.t0:.1f}s)")
+        i = self.steps.index(step) + 1 if step in self.steps else n
+        self.log(f"[prepare] {i}/{n} {step}: {message} ({time.time() - self.t0:.1f}s)")

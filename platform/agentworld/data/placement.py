@@ -199,7 +199,7 @@ def _write_block(block, *, url: str, storage_options: dict[str, Any]):
 
 def write_staging(ds, url: str, storage_options: dict[str, Any]) -> int:
     """Write every block of ``ds`` as one Parquet file under ``url``; returns rows.
-    File names are random: a stage clears its staging directory before it runs."""
+    File names are random: a step clears its staging directory before it runs."""
     written = ds.map_batches(
         _write_block,
         batch_format="pyarrow",

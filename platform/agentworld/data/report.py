@@ -101,7 +101,7 @@ def token_tables(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def sft_drop_rates(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Per domain, over both splits: SFT samples, those dropped (by reason) and the
-    dropped share, from the tokenize stage's grouped rows."""
+    dropped share, from the tokenize step's grouped rows."""
     out: dict[str, dict[str, Any]] = {}
     for r in rows:
         if r["kind"] != "sft":

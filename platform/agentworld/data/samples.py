@@ -1,5 +1,5 @@
 """Tokenize kept trajectories into CPT documents and SFT samples, block by block (the
-task side of the tokenize stage; the tokenizer is loaded once per worker process)."""
+task side of the tokenize step; the tokenizer is loaded once per worker process)."""
 
 from __future__ import annotations
 
