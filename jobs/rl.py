@@ -37,23 +37,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def build_recipe(args: argparse.Namespace):
     """The named recipe with the command line's overrides; validated before any work."""
-    from agentworld.recipes import get_recipe
+    from agentworld.recipes import load
     from agentworld.rl.config import RewardSpec
     from agentworld.scoring.config import EndpointConfig, JudgeConfig
 
-    recipe = get_recipe(args.recipe)
+    recipe = load(args.recipe, args.set)
+    if not args.judge_url:
+        return recipe
     rl = recipe.rl
-    changes: dict = {}
-    if args.max_steps is not None:
-        changes["max_steps"] = args.max_steps
-    if args.no_wandb:
-        changes["wandb"] = False
-    if args.judge_url:
-        endpoint = EndpointConfig(base_url=args.judge_url, model=args.judge_model)
-        rewards = tuple(r for r in rl.rewards if r.name != "judge")
-        changes["judge"] = JudgeConfig(endpoint=endpoint)
-        changes["rewards"] = (*rewards, RewardSpec(name="judge", weight=args.judge_weight))
-    return dataclasses.replace(recipe, rl=dataclasses.replace(rl, **changes))
+    endpoint = EndpointConfig(base_url=args.judge_url, model=args.judge_model)
+    rewards = tuple(r for r in rl.rewards if r.name != "judge")
+    judge = dict(judge=JudgeConfig(endpoint=endpoint), rewards=(*rewards, RewardSpec(name="judge")))
+    return dataclasses.replace(recipe, rl=dataclasses.replace(rl, **judge))
 
 
 def main(argv: list[str] | None = None) -> int:

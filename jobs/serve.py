@@ -13,6 +13,9 @@ The Serve CLI runs the same application: PYTHONPATH=platform serve run serve/sim
 
 API keys: --api-keys 'team=key,team2=key2', and the variable named in the config's
 auth.api_keys_env (AGENTWORLD_SIM_API_KEYS); --smoke without either generates one.
+Settings: the config file's application args, changed with --set serve.FIELD=VALUE
+(serve.limits.max_sessions=64, serve.engine.replicas=2); --recipe and the other --set
+items are checked like every job's.
 """
 
 from __future__ import annotations
@@ -21,15 +24,13 @@ import argparse
 import os
 import sys
 
-from agentworld.cli import run_job, url
+from agentworld.cli import job_parser, run_job, url
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    p = job_parser(__doc__)
     p.add_argument(
         "--config", default=os.path.join(ROOT, "serve", "sim_cpu.yaml"), help="Serve config (YAML)"
     )
@@ -49,8 +50,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    from agentworld.recipes import load
     from agentworld.sim.run import load_job, run
 
+    load(args.recipe, args.set)  # every override is checked, before anything starts
     job = load_job(
         args.config,
         model=args.model,
@@ -59,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         port=args.port,
         smoke=args.smoke,
         out=args.out,
+        overrides=[item.removeprefix("serve.") for item in args.set if item.startswith("serve.")],
     )
     run(job, num_cpus=args.num_cpus)
     return 0

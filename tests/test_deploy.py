@@ -262,7 +262,7 @@ def test_renderer_refuses_what_it_cannot_render_faithfully(tree, kustomization, 
 
 def test_stage_must_fit_its_cluster(tree):
     def many_engines(docs):
-        docs[0][0]["value"] += " --replicas 8"
+        docs[0][0]["value"] += " --set evaluate.infer.vllm.engine.replicas=8"
 
     edit(tree / "k8s/overlays/cpu/jobs/evaluate.yaml", many_engines)
     exactly_one(

@@ -9,9 +9,8 @@ import torch
 
 from agentworld.rl.advantages import group_advantages
 from agentworld.rl.config import RewardSpec, RLConfig
-from agentworld.rl.judge_reward import verdict_reward
 from agentworld.rl.loop import _reward_metrics
-from agentworld.rl.rewards import Failed, Prediction, build_rewards, score
+from agentworld.rl.rewards import Failed, Prediction, build_rewards, score, verdict_reward
 from agentworld.scoring.config import EndpointConfig, JudgeConfig
 from tests.test_evaluate_helpers import GOOD_VERDICT, Reply, ScriptedChatServer
 

@@ -60,7 +60,7 @@ def recipe_options() -> argparse.ArgumentParser:
         default=[],
         metavar="KEY=VALUE",
         help="override a recipe field, dotted (repeatable): train.learning_rate=3e-4, "
-        "collect.domains=terminal,search, rl.rollout.replicas=2",
+        "collect.domains=terminal,search, rl.rollout.engine.replicas=2",
     )
     return p
 

@@ -70,9 +70,17 @@ def coerce(current: Any, raw: str) -> Any:
     return value
 
 
+def _kind(value: Any) -> type | None:
+    """The type an override of a field now holding ``value`` must have (None: any)."""
+    for kind in (bool, int, float, str, tuple):  # bool first: it is an int too
+        if isinstance(value, kind):
+            return kind
+    return None
+
+
 def set_overrides(config: Any, items: list[str], *, owner: str = "") -> Any:
     """A copy of the dataclass ``config`` with dotted ``KEY=VALUE`` items applied
-    (``train.learning_rate=3e-4``, ``rl.rollout.replicas=2``); values are read by
+    (``train.learning_rate=3e-4``, ``rl.rollout.engine.replicas=2``); values are read by
     :func:`coerce`. Every dataclass on a changed path is rebuilt, so it is validated
     again. An unknown key or a missing ``=`` raises ConfigError naming the full key
     (prefixed with ``owner`` when given)."""
@@ -97,4 +105,20 @@ def _set(obj: Any, path: list[str], raw: str, *, owner: str, item: str) -> Any:
         value = _set(current, rest, raw, owner=where, item=item)
     else:
         value = coerce(current, raw)
-    return dataclasses.replace(obj, **{head: value})
+        kind = _kind(current)
+        if kind is not None and _kind(value) is not kind:
+            raise ConfigError(where, f"expects {kind.__name__}, got {raw!r}")
+    try:
+        return dataclasses.replace(obj, **{head: value})
+    except ConfigError as e:
+        raise _under(e, owner) from None
+
+
+def _under(error: ConfigError, owner: str) -> ConfigError:
+    """``error`` of the section at ``owner`` (``rl.rollout.engine``), its field named
+    from the top: a nested section names its fields from itself (``engine.replicas``)."""
+    parent, _, section = owner.rpartition(".")
+    if parent and error.field.split(".")[0] == section:
+        message = str(error).removeprefix(f"{error.field}: ")
+        return ConfigError(f"{parent}.{error.field}", message)
+    return error

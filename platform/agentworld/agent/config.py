@@ -89,10 +89,10 @@ class SimConfig:
     """Sampling temperature of simulated observations (siblings differ only where their
     action prefixes do, see ``consistent``)."""
     max_new_tokens: int = 96
-    max_model_len: int = 4096
-    gpu_memory_utilization: float = 0.2
-    tensor_parallel_size: int = 1
-    dtype: str = "float32"
+    engine: EngineConfig = field(
+        default_factory=lambda: EngineConfig(max_model_len=4096, dtype="float32")
+    )
+    """The in-process vLLM engine of the ``engine`` backend (replicas are not used)."""
     consistent: bool = True
     """Group-consistent worlds: an observation is cached by (task, seed, action prefix),
     so siblings that took the same actions see the same world."""
@@ -105,8 +105,6 @@ class SimConfig:
         check_positive(
             "agent.sim",
             max_new_tokens=self.max_new_tokens,
-            max_model_len=self.max_model_len,
-            tensor_parallel_size=self.tensor_parallel_size,
         )
         if self.backend == "serve" and not self.serve_url:
             raise ConfigError("agent.sim.serve_url", "the serve backend needs the simulator's URL")

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentworld.agent.tasks import ANSWER_PREFIX
+from agentworld.model.engine import EngineConfig
 
 INSTRUCTIONS = {
     "terminal": "Reply with exactly one shell command.",
@@ -124,7 +125,7 @@ class EnginePolicy:
     """Actions from an in-process vLLM engine on an agent checkpoint (evaluation)."""
 
     def __init__(
-        self, model_dir: str, *, temperature: float, max_new_tokens: int, max_model_len: int
+        self, model_dir: str, *, temperature: float, max_new_tokens: int, engine: EngineConfig
     ) -> None:
         from vllm import LLM
 
@@ -132,10 +133,7 @@ class EnginePolicy:
 
         self.llm = LLM(
             model=local_model_dir(model_dir),
-            dtype="float32",
-            enforce_eager=True,
-            gpu_memory_utilization=0.2,
-            max_model_len=max_model_len,
+            **engine.vllm_kwargs(),
             seed=0,
         )
         self.temperature, self.max_new_tokens = temperature, max_new_tokens

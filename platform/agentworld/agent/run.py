@@ -364,7 +364,7 @@ def _evaluate(ctx: Context) -> dict[str, Any]:
             path,
             temperature=ctx.cfg.eval_temperature,
             max_new_tokens=ro.max_new_tokens,
-            max_model_len=ro.engine.max_model_len,
+            engine=ro.engine,
         )
         try:
             agents[name] = {"init": path, "real_eval": evaluate_real(ctx, policy, name)}

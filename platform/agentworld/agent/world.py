@@ -72,11 +72,7 @@ class EngineWorld:
 
         llm = LLM(
             model=local_model_dir(model_dir),
-            dtype=cfg.dtype,
-            enforce_eager=True,
-            gpu_memory_utilization=cfg.gpu_memory_utilization,
-            max_model_len=cfg.max_model_len,
-            tensor_parallel_size=cfg.tensor_parallel_size,
+            **cfg.engine.vllm_kwargs(),
             seed=seed,
         )
         return cls(llm, cfg, own=True)
@@ -137,7 +133,7 @@ class EngineWorld:
             if len(self.prompts) < self._keep:
                 self.prompts.append(m)
         # A shared engine may have a shorter window than the config says: take the smaller.
-        window = min(self.cfg.max_model_len, self.llm.llm_engine.model_config.max_model_len)
+        window = min(self.cfg.engine.max_model_len, self.llm.llm_engine.model_config.max_model_len)
         limit = window - self.cfg.max_new_tokens
         prompts = []
         for m in conversations:

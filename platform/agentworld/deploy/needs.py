@@ -1,4 +1,5 @@
-"""What a stage asks of its cluster, read from its recipe and arguments: Ray Train
+"""What a stage asks of its cluster, read from its recipe (with the entrypoint's --set
+overrides) and arguments: Ray Train
 workers (cpt, sft), learners plus rollout engines (rl), vLLM engines (evaluate with a
 local model). The validator checks that a RayJob's worker groups can hold it."""
 
@@ -35,7 +36,7 @@ def stage_needs(stage: str, recipe: Any, args: Any) -> Needs | None:
         )
     if stage == "evaluate" and getattr(args, "model", None) and hasattr(recipe, "evaluate"):
         engine = recipe.evaluate.infer.vllm.engine
-        n = getattr(args, "replicas", None) or engine.replicas
+        n = engine.replicas
         return Needs(
             n * engine.gpus_per_replica,
             n * engine.cpus_per_replica,

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from agentworld.config import ConfigError, set_overrides
 from agentworld.model.config import ModelConfig
+from agentworld.model.engine import EngineConfig
 from agentworld.recipes.config import Recipe
 from agentworld.train.config import ClusterConfig, TrainConfig
 
@@ -19,7 +20,6 @@ def debug_cpu() -> Recipe:
     tools, about 460 tokens once compacted) leaves room for a turn and its history; at
     512 prepare dropped every MCP sample. RL takes prompts as long as SFT trains on
     (at 768 it left out a third of the contexts, the MCP and SWE ones)."""
-    from agentworld.model.engine import EngineConfig
     from agentworld.rl.config import RLConfig, RolloutConfig
 
     engine = EngineConfig(max_model_len=1024 + 64, dtype="float32")
@@ -102,7 +102,6 @@ def qwen35_a3b() -> Recipe:
 def _gpu_evaluate():
     """Evaluation on GPUs: one bf16 vLLM engine per GPU, eight of them."""
     from agentworld.evaluate.config import EvaluateConfig, InferConfig, VLLMConfig
-    from agentworld.model.engine import EngineConfig
     from agentworld.scoring.config import SamplingConfig
 
     engine = EngineConfig(
@@ -122,7 +121,6 @@ def _gpu_rl():
     """GRPO on the RL RayJob's 80 GPUs: 64 learner ranks (ZeRO-3, experts split over
     8), 4 rollout engines of 4-way tensor parallelism; 64 contexts x 8 predictions per
     step in 4 optimizer steps."""
-    from agentworld.model.engine import EngineConfig
     from agentworld.rl.config import LearnerConfig, RLConfig, RolloutConfig
 
     engine = EngineConfig(
@@ -183,8 +181,7 @@ def _gpu_agent():
         backend="serve",
         serve_url="http://agentworld-sim-serve-svc:8000",
         max_new_tokens=2048,
-        max_model_len=40960,
-        dtype="bfloat16",
+        engine=EngineConfig(max_model_len=40960, dtype="bfloat16"),
     )
     return AgentConfig(
         tasks=TasksConfig(per_family=512, eval_fraction=0.1),

@@ -5,7 +5,7 @@ Layout: ``config`` (RLConfig, imported by the recipes; the rollout engines are a
 ``agentworld.model.engine.EngineConfig``), ``run`` (the driver: ``run(RLJob) ->
 manifest``), ``placement`` (all of the stage's Ray code: placement groups, actor
 groups, weight sync), ``data`` (contexts from prepare's per-turn samples), ``rewards``
-/ ``judge_reward`` (named reward functions), ``advantages`` / ``loss`` (the math),
+(named reward functions, the rubric judge among them), ``advantages`` / ``loss`` (the math),
 ``rollout`` (a vLLM engine), ``learner`` (a DeepSpeed rank), ``loop`` (one step),
 ``checkpoint``, ``metrics_log`` (metrics.jsonl and wandb). Nothing heavy is imported
 here.

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentworld.config import set_overrides
 from agentworld.console import say
 from agentworld.sim.config import ServeConfig
 
@@ -51,9 +52,11 @@ def load_job(
     port: int | None = None,
     smoke: bool = False,
     out: str | None = None,
+    overrides: list[str] | tuple[str, ...] = (),
 ) -> ServeJob:
     """The job of a Serve config file's first application with the command line's
-    overrides; raises before anything starts when the config or the model is wrong."""
+    overrides (``overrides``: dotted ``FIELD=VALUE`` items of its ServeConfig); raises
+    before anything starts when the config or the model is wrong."""
     import yaml
 
     with open(config_file, encoding="utf-8") as f:
@@ -62,7 +65,7 @@ def load_job(
     raw = app.get("args") or {}
     if model:
         raw = {**raw, "model": model}
-    cfg = ServeConfig.from_dict(raw)
+    cfg = set_overrides(ServeConfig.from_dict(raw), list(overrides), owner="serve")
     path = cfg.model.removeprefix("file://")
     if "://" not in path and not os.path.isdir(path):
         raise SystemExit(
