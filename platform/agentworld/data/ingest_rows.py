@@ -101,25 +101,9 @@ def detect_format(obj: Any) -> str:
 
 def parse_obj(obj: Any, fmt: str) -> Trajectory:
     """Adapt one parsed JSON object to a validated Trajectory (RecordError if bad)."""
-    from agentworld.schema.awb import row_to_trajectory
-    from agentworld.schema.chat import chat_to_trajectory
-    from agentworld.schema.errors import MissingFieldError
-    from agentworld.schema.record import trajectory_from_dict
+    from agentworld.io.shards import parse_object
 
-    fmt = detect_format(obj) if fmt == "auto" else fmt
-    if fmt == "awb":
-        return row_to_trajectory(obj)
-    if fmt == "chat":
-        if not isinstance(obj, dict) or "messages" not in obj:
-            raise MissingFieldError("required field is missing", field="messages")
-        return chat_to_trajectory(
-            obj["messages"],
-            id=str(obj.get("id", "")),
-            domain=obj.get("domain", "mcp"),
-            source=obj.get("source", "chat"),
-            tools=obj.get("tools"),
-        )
-    return trajectory_from_dict(obj)
+    return parse_object(obj, detect_format(obj) if fmt == "auto" else fmt)
 
 
 @dataclass

@@ -82,7 +82,12 @@ def _raw_text(raw: bytes) -> str:
 
 
 def parse_line(raw: bytes, fmt: Format) -> Trajectory:
-    obj = loads_json(raw)
+    return parse_object(loads_json(raw), fmt)
+
+
+def parse_object(obj: Any, fmt: Format) -> Trajectory:
+    """One parsed JSON object of a shard of format ``fmt``, adapted and validated
+    (RecordError naming the field when it is bad)."""
     if fmt == "record":
         return trajectory_from_dict(obj)
     if fmt == "awb":
