@@ -131,6 +131,26 @@ def test_words_ngrams_and_signatures_equal_the_plain_reference(seed):
         assert sigs[i].tolist() == ref
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_compiled_ascii_pass_equals_the_patterns_on_every_ascii_character(seed):
+    """ASCII texts take the compiled pass (kernels.ascii_words), the others the Python
+    patterns; in one block, in any order, each text gets what the reference gives."""
+    rng = random.Random(seed)
+    ascii_texts = [
+        "".join(chr(rng.randrange(128)) for _ in range(rng.randint(0, 40))) for _ in range(80)
+    ]
+    ascii_texts += ["", "\x1c\x1d\x1e\x1f\x0b\x0c", "  Lead and trail  ", "A_B-c9"]
+    mixed = ascii_texts + [t + " é" for t in ascii_texts[:20]]
+    rng.shuffle(mixed)
+    for texts in (ascii_texts, mixed):
+        norms, w, offsets = normalized_words(texts)
+        for i, t in enumerate(texts):
+            assert norms[i] == re.sub(r"\s+", " ", unicodedata.normalize("NFKC", t).lower()).strip()
+            assert w[offsets[i] : offsets[i + 1]].tolist() == [
+                ref_word_hash(x) for x in ref_words(t)
+            ], repr(t)
+
+
 def test_band_keys_equal_the_plain_reference_and_collide_only_on_equal_bands():
     rng = np.random.default_rng(0)
     sigs = rng.integers(0, 2**32, size=(40, 12), dtype=np.uint64).astype(np.uint32)

@@ -134,3 +134,62 @@ def jaccards(
     union = sizes[left] + sizes[right] - inter
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(union == 0, 1.0, inter / np.maximum(union, 1))
+
+
+@njit(cache=True, nogil=True)
+def _ascii_words(buf: np.ndarray, offsets: np.ndarray, space: np.ndarray, word: np.ndarray):
+    n = offsets.size - 1
+    norm = np.empty(buf.size, dtype=np.uint8)
+    norm_offsets = np.zeros(n + 1, dtype=np.int64)
+    chars = np.empty(buf.size, dtype=np.uint8)
+    ends = np.zeros(buf.size + 1, dtype=np.int64)
+    word_offsets = np.zeros(n + 1, dtype=np.int64)
+    at = wat = nw = 0
+    for r in range(n):
+        pending = started = in_word = False
+        for s in range(offsets[r], offsets[r + 1]):
+            c = buf[s]
+            if c >= 65 and c <= 90:  # str.lower of an ASCII letter
+                c += 32
+            if space[c]:  # a run of whitespace: one space, none at either end
+                pending = started
+            else:
+                if pending:
+                    norm[at] = 32
+                    at += 1
+                    pending = False
+                norm[at] = c
+                at += 1
+                started = True
+            if word[c]:
+                chars[wat] = c
+                wat += 1
+                in_word = True
+            elif in_word:
+                nw += 1
+                ends[nw] = wat
+                in_word = False
+        if in_word:
+            nw += 1
+            ends[nw] = wat
+        norm_offsets[r + 1] = at
+        word_offsets[r + 1] = nw
+    return norm[:at], norm_offsets, chars[:wat], ends[: nw + 1], word_offsets
+
+
+def ascii_words(buf: np.ndarray, offsets: np.ndarray, space: np.ndarray, word: np.ndarray):
+    """Normalized text and words of many ASCII texts at once (flat layout).
+
+    buf: (B,) uint8, the texts concatenated, text i at ``buf[offsets[i]:offsets[i + 1]]``;
+    space, word: (128,) bool, which characters are whitespace and word characters.
+    Returns (norm, norm_offsets): each text lower-cased with every run of whitespace one
+    space and none at either end; (chars, ends): the bytes of every word (a maximal run
+    of word characters) concatenated, word k at ``chars[ends[k]:ends[k + 1]]``; and
+    word_offsets (N + 1,): the words of text i are ``word_offsets[i]:word_offsets[i + 1]``.
+    """
+    return _ascii_words(
+        np.ascontiguousarray(buf, dtype=np.uint8),
+        np.ascontiguousarray(offsets, dtype=np.int64),
+        np.ascontiguousarray(space, dtype=np.bool_),
+        np.ascontiguousarray(word, dtype=np.bool_),
+    )
