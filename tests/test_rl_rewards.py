@@ -164,3 +164,29 @@ def test_contexts_load_from_samples_and_bad_rows_are_kept_apart(tmp_path):
     a = choose_contexts(result.contexts, 3, seed=1, step=5)
     assert a == choose_contexts(result.contexts, 3, seed=1, step=5)  # resumable draws
     assert a != choose_contexts(result.contexts, 3, seed=1, step=6)
+
+
+def test_contexts_whose_observation_a_rollout_cannot_finish_are_left_out(tiny_checkpoint):
+    """With the format gate, a rollout cut at max_new_tokens scores 0 however faithful it
+    is: a context whose real observation is longer only rewards shorter answers."""
+    from agentworld.model import load_tokenizer
+    from agentworld.rl.data import Context, LoadResult, tokenize_contexts
+
+    tok = load_tokenizer(tiny_checkpoint)
+    short, long = "$ ls\nnotes.txt\n$", "\n".join(f"line {i} of a long listing" for i in range(40))
+    contexts = [
+        Context(trajectory_id=t, domain="terminal", turn_idx=2, messages=CTX, reference=r)
+        for t, r in (("short", short), ("long", long))
+    ]
+    need = len(tok(long, add_special_tokens=False)["input_ids"]) + 1
+    result = LoadResult()
+    kept = tokenize_contexts(
+        contexts, tok, max_prompt_tokens=512, max_new_tokens=need - 1, result=result
+    )
+    assert [c.trajectory_id for c in kept] == ["short"]
+    assert [r["source"] for r in result.rejected] == ["long:2"]
+    assert "rl.rollout.max_new_tokens" in result.rejected[0]["reason"]
+    fits = tokenize_contexts(
+        contexts, tok, max_prompt_tokens=512, max_new_tokens=need, result=LoadResult()
+    )
+    assert len(fits) == 2  # exactly enough room: kept

@@ -142,24 +142,41 @@ def write_samples(url: str, trajectories: Iterable[Any]) -> int:
 
 
 def tokenize_contexts(
-    contexts: Sequence[Context], tokenizer: Any, *, max_prompt_tokens: int, result: LoadResult
+    contexts: Sequence[Context],
+    tokenizer: Any,
+    *,
+    max_prompt_tokens: int,
+    result: LoadResult,
+    max_new_tokens: int | None = None,
 ) -> list[Context]:
     """Attach prompt token ids (chat template with the generation prompt, as the model
-    is asked at inference); over-long prompts are left out and recorded in ``result``."""
+    is asked at inference); over-long prompts are left out and recorded in ``result``.
+
+    With ``max_new_tokens``, so are contexts whose real observation (and the end-of-turn
+    token) does not fit in it: every rollout there is cut, the format gate scores it 0
+    however faithful it is, and the only answers rewarded are ones shorter than the
+    real observation. In the demo's RL run (48 new tokens, half the observations
+    longer) the policy learned exactly that: it stopped earlier at every step."""
     from dataclasses import replace
 
     kept = []
     for c in contexts:
         text = tokenizer.apply_chat_template(c.messages, tokenize=False, add_generation_prompt=True)
         ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        reason = None
         if len(ids) > max_prompt_tokens:
+            reason = (
+                f"prompt has {len(ids)} tokens > rl.rollout.max_prompt_tokens {max_prompt_tokens}"
+            )
+        elif max_new_tokens is not None:
+            need = len(tokenizer(c.reference, add_special_tokens=False)["input_ids"]) + 1
+            if need > max_new_tokens:
+                reason = (
+                    f"observation needs {need} tokens > rl.rollout.max_new_tokens {max_new_tokens}"
+                )
+        if reason is not None:
             result.rejected.append(
-                {
-                    "source": c.key,
-                    "row": c.turn_idx,
-                    "field": "messages_json",
-                    "reason": f"prompt has {len(ids)} tokens > rl.rollout.max_prompt_tokens {max_prompt_tokens}",
-                }
+                {"source": c.key, "row": c.turn_idx, "field": "messages_json", "reason": reason}
             )
             continue
         kept.append(replace(c, prompt_ids=tuple(ids)))

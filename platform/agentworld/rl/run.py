@@ -29,8 +29,8 @@ class RLJob:
 def prepare_contexts(
     data_url: str, tokenizer: Any, recipe: Recipe, out_url: str
 ) -> tuple[list[Any], int]:
-    """Valid, tokenized contexts and the count left out (bad rows and over-long
-    prompts, written to quarantine/)."""
+    """Valid, tokenized contexts and the count left out (bad rows, over-long prompts and
+    observations longer than a rollout may write, written to quarantine/)."""
     from agentworld.io import join, write_jsonl
     from agentworld.rl.data import load_contexts, tokenize_contexts
 
@@ -39,6 +39,7 @@ def prepare_contexts(
         loaded.contexts,
         tokenizer,
         max_prompt_tokens=recipe.rl.rollout.max_prompt_tokens,
+        max_new_tokens=recipe.rl.rollout.max_new_tokens,
         result=loaded,
     )
     if loaded.rejected:
