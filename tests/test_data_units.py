@@ -193,6 +193,43 @@ def test_sft_loss_mask_covers_exactly_the_observation(tokenizer):
             assert tokenizer.decode(s.tokens[: np.argmax(s.mask)]) == prompt
 
 
+def test_sft_prompt_tokens_are_the_ones_inference_feeds(corpus_texts):
+    """Evaluate, RL and serve encode the templated prompt text whole; an earlier
+    observation (or action) starting with whitespace merges with its header's newline
+    there, and a sample's prompt must hold exactly those tokens."""
+    from agentworld.data.tokenize import cpt_samples
+    from agentworld.model import train_tokenizer
+
+    # A corpus with numbered listings: the tokenizer learns "\n    " as one token.
+    listing = "\n".join(f"     {i}\tdef f{i}():" for i in range(1, 9))
+    tokenizer = train_tokenizer([*corpus_texts, *[listing] * 50], vocab_size=512)
+
+    def ids(text: str) -> list[int]:
+        return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    assert ids("\n" + listing) != ids("\n") + ids(listing)  # the merge this is about
+
+    turns = (
+        Turn(action="cat -n a.py", observation=listing),
+        Turn(action="  ls", observation="\n\n  lead"),
+        Turn(action="echo hi", observation="hi"),
+    )
+    traj = Trajectory(id="ws", domain="swe", source="t", environment="env", turns=turns)
+    layout = ChatLayout.of(tokenizer)
+    e = encode_trajectories(tokenizer, layout, [traj])[0]
+    full = tokenizer.apply_chat_template(trajectory_messages(traj), tokenize=False)
+    assert e.ids.tolist() == ids(full)
+    assert cpt_samples(e, "key", 4096)[0].tokens.tolist() == e.ids.tolist()
+    for k in range(1, len(turns) + 1):
+        s = sft_sample(e, layout, "key", k, seq_len=4096, truncation="left")
+        prompt = tokenizer.apply_chat_template(
+            predict_turn_messages(traj, k), tokenize=False, add_generation_prompt=True
+        )
+        assert s.tokens[: np.argmax(s.mask)].tolist() == ids(prompt)
+        answer = [*ids(turns[k - 1].observation), tokenizer.eos_token_id]
+        assert s.tokens[s.mask == 1].tolist() == answer
+
+
 def test_sft_left_truncation_keeps_environment_or_drops_with_reason(tokenizer):
     traj = sample_trajectories(1, seed=11)[0]
     traj = Trajectory(

@@ -6,11 +6,15 @@ action, assistant = observation), rendered by ``tokenizer.apply_chat_template``.
 message is header + content + trailer (``<|im_start|>assistant\\n`` ... ``<|im_end|>\\n``
 in ChatML); ``ChatLayout`` reads them off the template and checks, once per tokenizer on
 a multi-turn probe conversation, that the template renders exactly their concatenation
-(a message-additive template such as ChatML). Headers, contents and trailers are
-encoded as separate segments, so token boundaries fall exactly where an observation
-starts: the tokens are apply_chat_template's except where whitespace at that boundary
-would merge, and there they match what the model sees at inference (the prompt ends
-with the header; the observation is generated after it).
+(a message-additive template such as ChatML).
+
+Token boundaries. Every prompt token is the one evaluate, RL and serve get by encoding
+the templated prompt text whole: a message whose content starts with whitespace is
+encoded together with its header, because the header's newline and that whitespace
+merge into one token there (``cat -n`` output: ``"\n     1"``). Encoded apart, each
+such earlier observation in the context was a token sequence the model never sees at
+inference (15 of the demo's 119 SFT samples). The observation a sample trains on is
+encoded apart from its header, as the model writes it: the prompt ends with the header.
 
 The whole trajectory is encoded once; SFT sample k is a slice of it (system message +
 turns 1..k) with the loss on observation k and its closing marker only. Too long: a
@@ -129,14 +133,20 @@ def trajectory_messages(traj: Trajectory) -> list[dict[str, str]]:
 
 @dataclass
 class Encoded:
-    """One trajectory encoded once: its messages, ids (N,) int32, and per message the
-    token where it starts and where its content starts and ends, and its JSON."""
+    """One trajectory encoded once: its messages, ids (N,) int32 as the whole templated
+    text encodes, per message the token where it starts (plus N), its content's own
+    tokens (what a sample trains on when the message is the target), and its JSON."""
 
     messages: list[dict[str, str]]
     ids: np.ndarray
     starts: list[int]  # message starts, plus N
-    content: list[tuple[int, int]]
+    contents: list[np.ndarray]
     message_json: list[str]
+
+
+def _merges_with_header(content: str) -> bool:
+    """Leading whitespace joins the header's trailing newline into one token."""
+    return content[:1].isspace()
 
 
 def _encode_contents(tokenizer, texts: list[str]):
@@ -149,31 +159,43 @@ def _encode_contents(tokenizer, texts: list[str]):
 
 
 def encode_trajectories(tokenizer, layout: ChatLayout, trajs: list[Trajectory]) -> list[Encoded]:
-    """Encode many trajectories with one batched call over all message contents."""
+    """Encode many trajectories with one batched call over all message contents (and a
+    second, small one over the header + content of messages starting with whitespace)."""
     all_messages = [trajectory_messages(t) for t in trajs]
-    flat = [m["content"] for messages in all_messages for m in messages]
-    encoded = _encode_contents(tokenizer, flat)
+    flat = [m for messages in all_messages for m in messages]
+    encoded = _encode_contents(tokenizer, [m["content"] for m in flat])
+    merged_at = [i for i, m in enumerate(flat) if _merges_with_header(m["content"])]
+    merged = _encode_contents(
+        tokenizer, [layout.header[flat[i]["role"]] + flat[i]["content"] for i in merged_at]
+    )
+    framed = dict(zip(merged_at, merged, strict=True))
     out, i = [], 0
     for messages in all_messages:
-        out.append(_assemble(layout, messages, encoded[i : i + len(messages)]))
+        heads = [framed.get(j) for j in range(i, i + len(messages))]
+        out.append(_assemble(layout, messages, encoded[i : i + len(messages)], heads))
         i += len(messages)
     return out
 
 
-def _assemble(layout: ChatLayout, messages: list[dict[str, str]], encodings) -> Encoded:
+def _assemble(layout: ChatLayout, messages: list[dict[str, str]], encodings, heads) -> Encoded:
+    """``heads[i]``: the joint encoding of message i's header and content, or None where
+    it is the header's tokens followed by the content's."""
     parts: list[np.ndarray] = []
-    lengths = np.empty(3 * len(messages), dtype=np.int64)  # header, content, trailer
-    for i, (m, enc) in enumerate(zip(messages, encodings, strict=True)):
-        header, trailer = layout.header_ids[m["role"]], layout.trailer_ids[m["role"]]
+    contents: list[np.ndarray] = []
+    starts = [0]
+    for m, enc, head in zip(messages, encodings, heads, strict=True):
         content = np.asarray(enc.ids, dtype=np.int32)
-        parts += (header, content, trailer)
-        lengths[3 * i : 3 * i + 3] = (header.size, content.size, trailer.size)
-    ends = np.cumsum(lengths)
-    starts = [0, *ends[2::3].tolist()]
-    content = list(zip(ends[0::3].tolist(), ends[1::3].tolist(), strict=True))
+        contents.append(content)
+        pieces = (
+            (layout.header_ids[m["role"]], content)
+            if head is None
+            else (np.asarray(head.ids, np.int32),)
+        )
+        parts += (*pieces, layout.trailer_ids[m["role"]])
+        starts.append(starts[-1] + sum(x.size for x in pieces) + layout.trailer_ids[m["role"]].size)
     ids = np.concatenate(parts) if parts else np.empty(0, np.int32)
     message_json = [json.dumps(m, ensure_ascii=False) for m in messages]
-    return Encoded(messages, ids, starts, content, message_json)
+    return Encoded(messages, ids, starts, contents, message_json)
 
 
 def cpt_samples(e: Encoded, key: str, seq_len: int) -> list[Sample]:
@@ -191,24 +213,26 @@ def cpt_samples(e: Encoded, key: str, seq_len: int) -> list[Sample]:
 def sft_sample(
     e: Encoded, layout: ChatLayout, key: str, k: int, *, seq_len: int, truncation: str
 ) -> Sample | str:
-    """Sample for turn k (1-based), or the reason it is dropped."""
-    s = e.starts
-    sys_end, end = s[1], s[2 * k + 1]
+    """Sample for turn k (1-based), or the reason it is dropped: the prompt's tokens as
+    the templated prompt encodes, then the header and observation k's own tokens."""
+    s, t = e.starts, 2 * k
+    header, trailer = layout.header_ids["assistant"], layout.trailer_ids["assistant"]
+    target = e.contents[t]
+    sys_end, answer = s[1], header.size + target.size + trailer.size
     dropped = 0
-    while sys_end + end - s[2 * dropped + 1] > seq_len:
+    while sys_end + s[t] - s[2 * dropped + 1] + answer > seq_len:
         if truncation == "drop":
             return "too_long"
         dropped += 1
         if dropped >= k:
             return "too_long_after_truncation"
-    head, tail = e.ids[:sys_end], e.ids[s[2 * dropped + 1] : end]
-    tokens = np.concatenate([head, tail])
+    history = e.ids[s[2 * dropped + 1] : s[t]]
+    tokens = np.concatenate([e.ids[:sys_end], history, header, target, trailer])
     mask = np.zeros(tokens.size, dtype=np.int8)  # at the sample's own length
-    begin, stop = e.content[2 * k]
-    shift = sys_end - s[2 * dropped + 1]  # trajectory position -> sample position
-    mask[begin + shift : stop + layout.target_trailer + shift] = 1
+    begin = sys_end + history.size + header.size
+    mask[begin : begin + target.size + layout.target_trailer] = 1
     # json.dumps of the message list, from each message's JSON written once
-    predict = [e.message_json[0], *e.message_json[2 * dropped + 1 : 2 * k]]
+    predict = [e.message_json[0], *e.message_json[2 * dropped + 1 : t]]
     return Sample(
         "sft",
         f"{key}:s:{k:05d}",
@@ -216,6 +240,6 @@ def sft_sample(
         mask,
         turn_idx=k,
         messages_json="[" + ", ".join(predict) + "]",
-        reference=e.messages[2 * k]["content"],
+        reference=e.messages[t]["content"],
         truncated_turns=dropped,
     )
