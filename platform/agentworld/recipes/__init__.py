@@ -27,6 +27,7 @@ def debug_cpu() -> Recipe:
     return Recipe(
         name="debug_cpu",
         train=TrainConfig(expert_parallel_size=2, seq_len=1024),
+        evaluate=_cpu_evaluate(seq_len=1024),
         rl=RLConfig(rollout=rollout),
     )
 
@@ -49,6 +50,7 @@ def small_cpu() -> Recipe:
             experts_per_token=2,
         ),
         train=TrainConfig(seq_len=1024, micro_batch_size=2, max_steps=100, learning_rate=5e-4),
+        evaluate=_cpu_evaluate(seq_len=1024),
     )
 
 
@@ -97,6 +99,17 @@ def qwen35_a3b() -> Recipe:
         rl=_gpu_rl(),
         agent=_gpu_agent(),
     )
+
+
+def _cpu_evaluate(*, seq_len: int):
+    """Evaluation that can write any observation SFT trains on (up to ``seq_len``
+    tokens) after any prompt it trains on. At 512 new tokens every web observation of
+    the demo (median 603 tokens) and the longest search results were cut short."""
+    from agentworld.evaluate.config import EvaluateConfig, InferConfig, VLLMConfig
+    from agentworld.scoring.config import SamplingConfig
+
+    vllm = VLLMConfig(engine=EngineConfig(max_model_len=2 * seq_len))
+    return EvaluateConfig(infer=InferConfig(sampling=SamplingConfig(max_tokens=seq_len), vllm=vllm))
 
 
 def _gpu_evaluate():
