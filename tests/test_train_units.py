@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -139,13 +140,18 @@ def _job_main(name: str):
 
 
 def test_jobs_reject_bad_input_before_ray_starts(tmp_path):
-    """The real command lines, each in a fresh process (this one may already run Ray
-    for other tests): every bad input exits 2 naming the field, and Ray never started,
-    since no Ray session directory appeared under the process's RAY_TMPDIR."""
+    """The real command lines of every job that starts Ray, each in a fresh process (this
+    one may already run Ray for other tests): every bad input exits 2 naming the field,
+    and Ray never started, since no Ray session directory appeared under the process's
+    RAY_TMPDIR."""
     import subprocess
     import sys
+    import tempfile
 
-    data, out, ray_dir = str(tmp_path), str(tmp_path / "o"), tmp_path / "ray"
+    # A short directory: under pytest's long tmp_path Ray's socket paths would not fit,
+    # and a Ray that started would crash instead of leaving its session directory.
+    ray_dir = Path(tempfile.mkdtemp(prefix="aw-ray-")) / "ray"
+    data, out = str(tmp_path), str(tmp_path / "o")
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'platform'}:{ROOT}", "RAY_TMPDIR": str(ray_dir)}
     env.pop("RAY_ADDRESS", None)
     cases = [
@@ -157,12 +163,31 @@ def test_jobs_reject_bad_input_before_ray_starts(tmp_path):
             "train.expert_parallel_size",
         ),
         ("cpt", ["--data", data, "--out", out, "--set", "train.nope=1"], "train.nope"),
+        # The other jobs that start Ray, on the same terms.
+        (
+            "prepare",
+            ["--input", data, "--out", out, "--set", "data.eval_fraction=1.5"],
+            "data.eval_fraction",
+        ),
+        (
+            "rl",
+            ["--data", data, "--init", data, "--out", out, "--set", "rl.max_steps=0"],
+            "rl.max_steps",
+        ),
+        ("collect", ["--out", out, "--set", "collect.domains=android"], "collect.domains"),
+        (
+            "evaluate",
+            ["infer", "--input", data, "--model", data, "--out", out, "--set", "evaluate.x=1"],
+            "evaluate.x",
+        ),
     ]
     for job, args, message in cases:
         cmd = [sys.executable, str(ROOT / "jobs" / f"{job}.py"), *args]
         res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
         assert (res.returncode, message in res.stderr) == (2, True), (args, res.stderr[-1500:])
-    assert not ray_dir.exists()
+    started = ray_dir.exists()
+    shutil.rmtree(ray_dir.parent, ignore_errors=True)
+    assert not started
     assert not os.path.exists(tmp_path / "o")
 
 
