@@ -148,4 +148,6 @@ def test_endpoint_failures_are_counted_then_retried(tmp_path):
     assert manifest["status"] == "complete" and manifest["counts"]["predicted"] == len(failed)
     assert [p["key"] for p in read_jsonl(f"{run}/infer/predictions.jsonl")] == keys
     with pytest.raises(ValueError, match="holds predictions made with sampling"):
-        job.main([*args, "--set", "evaluate.infer.sampling.temperature=0.7"])  # would mix two ways of sampling
+        job.main(
+            [*args, "--set", "evaluate.infer.sampling.temperature=0.7"]
+        )  # would mix two ways of sampling

@@ -46,7 +46,12 @@ def test_vllm_on_ray_data_infer_and_score(ray_cluster, tiny_checkpoint, tmp_path
     run = str(tmp_path / "run")
     job = load_job()
     args = ["infer", "--input", str(tmp_path / "awb"), "--model", tiny_checkpoint, "--out", run]
-    args += ["--set", "evaluate.infer.sampling.max_tokens=8", "--set", "evaluate.infer.flush_every=4"]
+    args += [
+        "--set",
+        "evaluate.infer.sampling.max_tokens=8",
+        "--set",
+        "evaluate.infer.flush_every=4",
+    ]
     assert job.main(args) == 0
 
     predictions = read_jsonl(f"{run}/infer/predictions.jsonl")
