@@ -1,7 +1,8 @@
 """How prepare's cost grows with its input: the whole prepare stage (debug_cpu recipe,
 2 workers) on generated corpora of 1k, 10k and 100k trajectories with planted
-duplicates. Figures per size: wall time of each stage, records/s, and the peak resident
-memory of any Ray worker process; then the exponent b of wall time ~ records**b
+duplicates, each size on a fresh Ray cluster. Figures per size: wall time of each
+stage, records/s, and the peak resident memory of any Ray worker process, overall and
+during each stage; then the exponent b of wall time ~ records**b
 (least squares on log-log, from the sizes above 1k where fixed costs no longer hide
 it), and the per-core rate of each stage at the largest size (the basis of the README's
 estimate at the reference's scale).
@@ -30,22 +31,47 @@ _LINE = re.compile(r"\[prepare\] \d+/\d+ (\w+): .*\(([\d.]+)s\)$", re.S)
 
 
 class WorkerMemory:
-    """Peak RSS of Ray worker processes, sampled every 0.2 s while a run goes."""
+    """Peak RSS of this run's Ray worker processes, sampled every 0.2 s while a run
+    goes: ``samples`` holds (seconds since start, largest worker RSS). Only workers of
+    this process's cluster count: other clusters on a shared machine are not ours."""
 
     def __init__(self) -> None:
         self.peak = 0
+        self.samples: list[tuple[float, int]] = []
+        self._t0 = time.time()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    @staticmethod
+    def _ours(p) -> bool:
+        """A worker of the cluster this process started (its raylet is our child)."""
+        import psutil
+
+        try:
+            return os.getpid() in {q.pid for q in p.parents()}
+        except psutil.Error:
+            return False
 
     def _sample(self) -> None:
         import psutil
 
+        mine: dict[int, bool] = {}
         while not self._stop.is_set():
+            largest = 0
             for p in psutil.process_iter(["cmdline", "memory_info"]):
                 cmd = " ".join(p.info["cmdline"] or [])
-                if "default_worker.py" in cmd or cmd.startswith("ray::"):
-                    self.peak = max(self.peak, p.info["memory_info"].rss)
+                if not ("default_worker.py" in cmd or cmd.startswith("ray::")):
+                    continue
+                if p.pid not in mine:
+                    mine[p.pid] = self._ours(p)
+                if mine[p.pid] and p.info["memory_info"]:
+                    largest = max(largest, p.info["memory_info"].rss)
+            self.peak = max(self.peak, largest)
+            self.samples.append((time.time() - self._t0, largest))
             time.sleep(0.2)
+
+    def peak_between(self, start: float, end: float) -> int:
+        return max((rss for t, rss in self.samples if start <= t <= end), default=0)
 
     def __enter__(self) -> WorkerMemory:
         self._thread.start()
@@ -70,8 +96,9 @@ def write_corpus(n: int, root: str) -> tuple[str, int]:
     return root, len(corpus.records)
 
 
-def run_prepare(url: str, out: str) -> tuple[dict[str, float], float, int]:
-    """Seconds per stage, total seconds, peak worker RSS bytes."""
+def run_prepare(url: str, out: str) -> tuple[dict[str, float], float, int, dict[str, float]]:
+    """Seconds per stage, total seconds, peak worker RSS bytes, peak worker RSS MiB per
+    stage."""
     from agentworld.data.job import PrepareJob
     from agentworld.data.run import prepare
     from agentworld.recipes import debug_cpu
@@ -89,11 +116,12 @@ def run_prepare(url: str, out: str) -> tuple[dict[str, float], float, int]:
     with WorkerMemory() as mem:
         prepare(PrepareJob(inputs=(url,), out=out, recipe=recipe), log=log)
     total = time.perf_counter() - t0
-    stages, last = {}, 0.0
+    stages, peaks, last = {}, {}, 0.0
     for stage, end in ends.items():  # in the order the stages finished
         stages[stage] = end - last
+        peaks[stage] = mem.peak_between(last, end) / 2**20
         last = end
-    return stages, total, mem.peak
+    return stages, total, mem.peak, peaks
 
 
 def cpu_rates(url: str, out: str, limit: int = 10_000) -> dict[str, float]:
@@ -187,12 +215,17 @@ def main() -> int:
 
     from bench_dedup import start_ray
 
-    start_ray()
     tmp = tempfile.mkdtemp(prefix="bench-scale-")
     runs = []
     for n in sizes:
         url, records = write_corpus(n, os.path.join(tmp, f"in-{n}"))
-        stages, total, peak = run_prepare(url, os.path.join(tmp, f"out-{n}"))
+        # A fresh cluster per size: a worker's RSS rarely shrinks, so workers kept from
+        # a smaller run would carry its peak into the next one.
+        start_ray()
+        try:
+            stages, total, peak, peaks = run_prepare(url, os.path.join(tmp, f"out-{n}"))
+        finally:
+            ray.shutdown()
         runs.append(
             {
                 "records": records,
@@ -200,10 +233,10 @@ def main() -> int:
                 "records_per_s": records / total,
                 "stage_seconds": stages,
                 "peak_worker_rss_mib": peak / 2**20,
+                "peak_worker_rss_mib_by_stage": peaks,
             }
         )
         print(json.dumps(runs[-1]), flush=True)
-    ray.shutdown()
     rates = cpu_rates(url, os.path.join(tmp, f"out-{sizes[-1]}"))
     fit = [r for r in runs if r["records"] > 1200] if len(runs) > 2 else runs
     b = exponent([r["records"] for r in fit], [r["seconds"] for r in fit])

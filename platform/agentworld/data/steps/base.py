@@ -70,11 +70,18 @@ class StepContext:
         )
         return ds.map_batches(_label, batch_format="pyarrow", fn_kwargs={"holder": self._labels})
 
-    def kept(self):
-        """The kept ingest rows (a lazy Ray Dataset)."""
-        return self.labelled().map_batches(
+    def kept(self, columns: list[str] | None = None):
+        """The kept ingest rows (a lazy Ray Dataset); ``columns``: only these (and
+        what the state is found from)."""
+        if columns is not None:
+            columns = sorted({*columns, *LABEL_INPUTS})
+        return self.labelled(columns).map_batches(
             only_state, batch_format="pyarrow", fn_kwargs={"state": "kept"}
         )
+
+
+LABEL_INPUTS = ("uid", "status", "contaminated")
+"""The ingest columns label_block reads."""
 
 
 def _label(block: pa.Table, *, holder: dict) -> pa.Table:

@@ -26,9 +26,10 @@ def run(ctx: StepContext, done: Done) -> TokenizeResult:
 
     job, run_dir = ctx.job, ctx.run_dir
     run_dir.clear("_work", "samples")
-    samples = ctx.kept().map_batches(
+    samples = ctx.kept(["uid", "record", "split_hash"]).map_batches(
         tokenize_block,
         batch_format="pyarrow",
+        batch_size=TOKENIZE_BATCH,
         fn_kwargs={
             "tokenizer_url": run_dir.url("tokenizer"),
             "storage_options": run_dir.storage_options,
@@ -56,6 +57,10 @@ def run(ctx: StepContext, done: Done) -> TokenizeResult:
 
 
 STEP = Step("tokenize", TokenizeResult, run)
+TOKENIZE_BATCH = 256
+"""Trajectories tokenized per call: every turn makes an SFT sample of up to seq_len
+tokens, so a call's samples are several times its records; batches of this size keep a
+worker's memory the same whatever the size of the staging blocks."""
 
 
 class DomainDropError(RuntimeError):
