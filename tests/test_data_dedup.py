@@ -122,3 +122,13 @@ def test_cluster_path_above_the_driver_limits_gives_the_same_result(planted, two
             want_stats.candidate_pairs,
             want_stats.verified_pairs,
         )
+
+
+def test_an_empty_partition_of_band_rows_has_no_pairs():
+    """A run whose records were all quarantined gives the bucketing an empty partition
+    (found by tests/test_fuzz_records.py through prepare: it raised IndexError)."""
+    from agentworld.data.lsh import PAIRS, bucket_partition
+
+    empty = pa.table({"band": pa.array([], pa.int64()), "uid": pa.array([], pa.int64())})
+    got = bucket_partition(empty, all_pairs_max=64, anchors=4)
+    assert got.num_rows == 0 and got.schema == PAIRS

@@ -91,11 +91,10 @@ def _packed(out: str, kind: str, split: str) -> pa.Table:
     return pa.concat_tables([read_parquet(s) for s in shards]) if shards else pa.table({})
 
 
-def _counts_from_the_files(inputs: list[str]) -> dict[str, collections.Counter]:
-    """Read and quarantined lines per domain, source, domain/source and input, counted
-    from the raw shard files with json alone (not through the pipeline's reader): a bad
-    line is one of BAD_LINES, a line that is not a JSON object counts as unknown."""
-    counts: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+def _file_lines(inputs: list[str]) -> list[tuple[str, str, dict]]:
+    """(shard path, line, parsed object or {} when the line is not a JSON object) for
+    every line of the raw shard files, read with json alone (not the pipeline's reader)."""
+    lines = []
     for root in inputs:
         for shard in sorted(Path(root).glob("*.jsonl")):
             for line in shard.read_text().splitlines():
@@ -103,32 +102,70 @@ def _counts_from_the_files(inputs: list[str]) -> dict[str, collections.Counter]:
                     obj = json.loads(line)
                 except ValueError:
                     obj = None
-                obj = obj if isinstance(obj, dict) else {}
-                domain, source = obj.get("domain") or "unknown", obj.get("source") or "unknown"
-                keys = {"by_domain": domain, "by_source": source}
-                keys |= {"by_domain_source": f"{domain}/{source}", "by_input": str(shard)}
-                for table, key in keys.items():
-                    counts[table][key, "read"] += 1
-                    counts[table][key, "quarantined"] += line in BAD_LINES
+                lines.append((str(shard), line, obj if isinstance(obj, dict) else {}))
+    return lines
+
+
+def _ids_in(out: str, name: str) -> dict[str, str]:
+    """trajectory_id -> state of the rows in one of the run's audit directories."""
+    shards = list_shards(join(out, name))
+    table = pa.concat_tables([read_parquet(s) for s in shards]) if shards else None
+    if table is None:
+        return {}
+    states = table.column("state").to_pylist() if "state" in table.column_names else None
+    ids = table.column("trajectory_id").to_pylist()
+    return dict(zip(ids, states or [name] * len(ids), strict=True))
+
+
+def expected_counts(inputs: list[str], out: str) -> dict[str, collections.Counter]:
+    """Every state per domain, source, domain/source and input, counted line by line from
+    the raw files and the run's row-level outputs, never from its report: a line of
+    BAD_LINES is quarantined, a trajectory listed in contaminated/ is contaminated, one
+    listed in duplicates/ has the state written there (its cluster's survivor: kept),
+    any other is kept; a trajectory with SFT samples must be a kept one."""
+    contaminated = _ids_in(out, "contaminated")
+    clustered = _ids_in(out, "duplicates")
+    sampled = set(
+        pa.concat_tables([read_parquet(s) for s in list_shards(join(out, "samples", "sft"))])
+        .column("trajectory_id")
+        .to_pylist()
+    )
+    counts: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    for shard, line, obj in _file_lines(inputs):
+        tid = obj.get("id")
+        if line in BAD_LINES:
+            state = "quarantined"
+        elif tid in contaminated:
+            state = "contaminated"
+        else:
+            state = clustered.get(tid, "kept")
+        assert tid not in sampled or state == "kept", (tid, state)  # samples: kept only
+        domain, source = obj.get("domain") or "unknown", obj.get("source") or "unknown"
+        keys = {"by_domain": domain, "by_source": source}
+        keys |= {"by_domain_source": f"{domain}/{source}", "by_input": shard}
+        for table, key in keys.items():
+            counts[table][key, "read"] += 1
+            counts[table][key, state] += 1
     return counts
 
 
-def test_counts_are_conserved_per_domain_and_source(prepared):
-    report = prepared["report"]
+def check_counts(report: dict, inputs: list[str], out: str) -> None:
+    """Every group's figures, every state, equal the independent counts."""
     states = ["kept", "quarantined", "contaminated", "exact_duplicate", "near_duplicate"]
-    for table in ("by_domain", "by_source", "by_domain_source", "by_input"):
-        for key, c in report[table].items():
-            assert c["read"] == sum(c[s] for s in states), (table, key, c)
-    # Against counts the report did not make: every group's read and quarantined
-    # figures equal what the input files hold.
-    expected = _counts_from_the_files(list(prepared["job"].inputs))
+    expected = expected_counts(inputs, out)
     for table, counter in expected.items():
         got = collections.Counter()
         for key, c in report[table].items():
             key = next((k for k, _ in counter if table == "by_input" and key.endswith(k)), key)
-            got[key, "read"] += c["read"]
-            got[key, "quarantined"] += c["quarantined"]
-        assert +got == +counter, table
+            for state in ["read", *states]:
+                got[key, state] += c[state]
+        assert +got == +counter, (table, +got - +counter, +counter - +got)
+
+
+def test_counts_are_conserved_per_domain_and_source(prepared):
+    report = prepared["report"]
+    check_counts(report, list(prepared["job"].inputs), prepared["out"])
+    # What the test put in the input, by construction.
     totals = report["totals"]
     assert totals["read"] == len(prepared["collected"]) + len(prepared["copies"]) + len(BAD_LINES)
     assert totals["quarantined"] == len(BAD_LINES)
@@ -282,7 +319,13 @@ def test_s3_run_killed_then_resumed_has_no_duplicate_or_missing_samples(
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     assert read_manifest(out) is None  # killed before the end
-    report = prepare(_job([raw], out, custom_domains=("robotics",)))
+    ingest = _objects(fs, join(out, "_work"), "ingest")
+    log: list[str] = []
+    report = prepare(_job([raw], out, custom_domains=("robotics",)), log=log.append)
+    # The finished step was skipped, not redone: its marker and staging files are the
+    # objects the killed run wrote.
+    assert any("ingest: already done" in line for line in log), log
+    assert ingest and _objects(fs, join(out, "_work"), "ingest") == ingest
     n_read = len(corpus.records) + len(BAD_LINES)
     assert report["by_domain"]["robotics"]["kept"] == 1
     assert report["totals"]["read"] == n_read and read_manifest(out)["status"] == "complete"
@@ -306,3 +349,45 @@ def test_s3_run_killed_then_resumed_has_no_duplicate_or_missing_samples(
         json.loads(fs.cat_file(f"{out.removeprefix('s3://')}/report.json"))["totals"]
         == report["totals"]
     )
+    _killed_while_packing_keeps_the_written_shards(fs, raw, out, report, keys)
+
+
+def _objects(fs, url: str, prefix: str) -> dict[str, tuple]:
+    """name -> (content, last modified) of every object under ``url`` whose name starts
+    with ``prefix``: a rewrite with the same bytes still changes the time, which lies
+    seconds after the first write here."""
+    fs.invalidate_cache()
+    root = url.removeprefix("s3://")
+    names = [p for p in fs.find(root) if p[len(root) + 1 :].startswith(prefix)]
+    return {p: (fs.cat_file(p), fs.info(p)["LastModified"]) for p in names}
+
+
+def _killed_while_packing_keeps_the_written_shards(fs, raw, out, report, keys) -> None:
+    """As if killed inside the pack step (one packed shard and one samples shard
+    missing, no pack or samples marker, no manifest): the rerun keeps the shards
+    already written, writes only the missing ones, and they hold what they held."""
+    from agentworld.data.run import prepare
+
+    root = out.removeprefix("s3://")
+    kinds = [(k, s) for k in ("cpt", "sft") for s in ("train", "eval")]
+    packed = sorted(p for k, s in kinds for p in list_shards(join(out, "packed", k, s)))
+    samples = sorted(list_shards(join(out, "samples", "sft")))
+    assert len(packed) >= 4 and samples  # shards kept beside the one missing
+    before = {**_objects(fs, out, "packed/"), **_objects(fs, out, "samples/")}
+    gone = [packed[-1].removeprefix("s3://"), samples[-1].removeprefix("s3://")]
+    markers = [f"{root}/_work/{step}.done.json" for step in ("pack", "samples")]
+    fs.rm([f"{root}/manifest.json", *markers, *gone])
+    time.sleep(1.1)  # S3 times have a one-second resolution
+    log: list[str] = []
+    assert prepare(_job([raw], out, custom_domains=("robotics",)), log=log.append) == report
+    assert any("tokenize: already done" in line for line in log), log
+    after = {**_objects(fs, out, "packed/"), **_objects(fs, out, "samples/")}
+    assert set(after) == set(before)
+    rewritten = {p for p in after if after[p][1] != before[p][1]}
+    assert rewritten == set(gone)  # only the missing shards were written again
+    assert all(after[p][0] == before[p][0] for p in after)  # with the same bytes
+    again = pa.concat_tables([read_parquet(s) for s in list_shards(join(out, "samples", "sft"))])
+    pairs = zip(
+        again.column("trajectory_id").to_pylist(), again.column("turn_idx").to_pylist(), strict=True
+    )
+    assert sorted(pairs) == sorted(keys)

@@ -80,7 +80,10 @@ def bucket_partition(part: pa.Table, *, all_pairs_max: int, anchors: int) -> pa.
     band, uid = part.column("band").to_numpy(), part.column("uid").to_numpy()
     order = np.lexsort((uid, band))
     band, uid = band[order], uid[order]
-    dup = np.r_[False, (band[1:] == band[:-1]) & (uid[1:] == uid[:-1])]
+    # Sized from the rows, not np.r_[False, ...], which is one long for an empty
+    # partition (a run whose records were all quarantined has one).
+    dup = np.zeros(band.size, dtype=bool)
+    dup[1:] = (band[1:] == band[:-1]) & (uid[1:] == uid[:-1])
     band, uid = band[~dup], uid[~dup]
     starts, sizes = _runs(band)
     out = []
