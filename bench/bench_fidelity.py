@@ -197,7 +197,9 @@ def main() -> int:
     a = parse_args()
     import ray
 
-    ray.init(
+    from agentworld.cluster import init_with_retry
+
+    init_with_retry(  # a loaded machine's raylet can miss Ray's 30 s start-up window
         num_cpus=4,
         include_dashboard=False,
         log_to_driver=False,
