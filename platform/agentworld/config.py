@@ -81,37 +81,61 @@ def _kind(value: Any) -> type | None:
 def set_overrides(config: Any, items: list[str], *, owner: str = "") -> Any:
     """A copy of the dataclass ``config`` with dotted ``KEY=VALUE`` items applied
     (``train.learning_rate=3e-4``, ``rl.rollout.engine.replicas=2``); values are read by
-    :func:`coerce`. Every dataclass on a changed path is rebuilt, so it is validated
-    again. An unknown key or a missing ``=`` raises ConfigError naming the full key
-    (prefixed with ``owner`` when given)."""
+    :func:`coerce` and must keep the field's type. All items land together: every
+    dataclass on a changed path is rebuilt once, with all of its changes, and so
+    validated again (``train.max_steps=4 train.warmup_steps=1`` is valid although 4 alone
+    is below the default warm-up). An unknown key or a missing ``=`` raises ConfigError
+    naming the full key (prefixed with ``owner`` when given); a later item for the same
+    key wins."""
+    tree: dict[str, Any] = {}
     for item in items:
         key, sep, raw = item.partition("=")
         where = f"{owner}.{key}" if owner else key
         if not sep or not key:
             raise ConfigError(where or item, f"override {item!r} is not KEY=VALUE")
-        config = _set(config, key.split("."), raw, owner=owner, item=item)
-    return config
+        node, *path = [tree, *key.split(".")]
+        for name in path[:-1]:
+            node = node.setdefault(name, {})
+            if not isinstance(node, dict):
+                raise ConfigError(where, f"{item!r} sets a field inside a value set earlier")
+        if isinstance(node.get(path[-1]), dict):
+            raise ConfigError(where, f"{item!r} replaces a section whose fields are set")
+        node[path[-1]] = (raw, item)
+    return _apply(config, tree, owner=owner)
 
 
-def _set(obj: Any, path: list[str], raw: str, *, owner: str, item: str) -> Any:
-    head, rest = path[0], path[1:]
-    where = f"{owner}.{head}" if owner else head
-    if not dataclasses.is_dataclass(obj) or head not in {f.name for f in dataclasses.fields(obj)}:
-        raise ConfigError(where, f"unknown field in override {item!r}")
-    current = getattr(obj, head)
-    if rest:
-        if not dataclasses.is_dataclass(current):
-            raise ConfigError(where, f"is not a section; cannot set {'.'.join(rest)}")
-        value = _set(current, rest, raw, owner=where, item=item)
-    else:
-        value = coerce(current, raw)
-        kind = _kind(current)
+def _apply(obj: Any, tree: dict[str, Any], *, owner: str) -> Any:
+    changes = {}
+    for name, sub in tree.items():
+        where = f"{owner}.{name}" if owner else name
+        if not dataclasses.is_dataclass(obj) or name not in {
+            f.name for f in dataclasses.fields(obj)
+        }:
+            raise ConfigError(where, f"unknown field in override {_first_item(sub)!r}")
+        current = getattr(obj, name)
+        if isinstance(sub, dict):
+            if not dataclasses.is_dataclass(current):
+                raise ConfigError(where, f"is not a section; cannot set {_first_item(sub)!r}")
+            changes[name] = _apply(current, sub, owner=where)
+            continue
+        raw, _ = sub
+        if dataclasses.is_dataclass(current):
+            raise ConfigError(where, f"is a section: set its fields ({where}.FIELD=VALUE)")
+        value, kind = coerce(current, raw), _kind(current)
         if kind is not None and _kind(value) is not kind:
             raise ConfigError(where, f"expects {kind.__name__}, got {raw!r}")
+        changes[name] = value
     try:
-        return dataclasses.replace(obj, **{head: value})
+        return dataclasses.replace(obj, **changes)
     except ConfigError as e:
         raise _under(e, owner) from None
+
+
+def _first_item(sub: Any) -> str:
+    """The override text behind a node of the tree (its first leaf)."""
+    while isinstance(sub, dict):
+        sub = next(iter(sub.values()))
+    return sub[1]
 
 
 def _under(error: ConfigError, owner: str) -> ConfigError:
