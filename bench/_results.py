@@ -17,7 +17,10 @@ import time
 from pathlib import Path
 from typing import Any, Literal
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(
+    os.environ.get("AGENTWORLD_BENCH_RESULTS") or Path(__file__).resolve().parent / "results"
+)
+"""bench/results, or $AGENTWORLD_BENCH_RESULTS (the tests' short runs keep the figures)."""
 
 
 def goal(
