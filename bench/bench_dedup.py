@@ -9,7 +9,10 @@ threshold 0.8, and keep the same record of a cluster (the original). datasketch
 clusters its LSH candidates without verification; ours verifies every candidate pair
 by its actual Jaccard and also validates every record. The Ray cluster gets as many
 CPUs as the machine has cores. Figures: records/s, the ratios, and precision / recall
-of the removed records against the planted truth.
+of the removed records against the planted truth; also the CPU-seconds each side
+spent (datasketch's process; ours: the driver and this cluster's workers), which a
+shared machine's load does not change, and the ratio they would give on two idle
+cores (ours spread over both, datasketch on one).
 
 Run:  python bench/bench_dedup.py [--base 42000] [--quick]   -> bench/results/dedup.json
 """
@@ -19,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -28,16 +32,18 @@ from _results import goal, write_result
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 
 
-def datasketch_dedup(files: list[str], threshold: float, num_perm: int) -> tuple[set[str], float]:
-    """Removed ids and seconds: read + parse the files, MinHash + LSH insert/query +
-    union-find, one process."""
+def datasketch_dedup(
+    files: list[str], threshold: float, num_perm: int
+) -> tuple[set[str], float, float]:
+    """Removed ids, seconds and CPU-seconds: read + parse the files, MinHash + LSH
+    insert/query + union-find, one process."""
     import numpy as np
     from datasketch import MinHash, MinHashLSH
 
     from agentworld.data.components import components_in_memory
     from agentworld.data.text import full_text, words
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     records = []
     for path in files:
         with open(path, encoding="utf-8") as f:
@@ -60,11 +66,26 @@ def datasketch_dedup(files: list[str], threshold: float, num_perm: int) -> tuple
     for members in clusters.values():  # the same preference as ours: keep the original
         members.sort(key=lambda t: (not t.startswith("base-"), t))
         removed.update(members[1:])
-    return removed, time.perf_counter() - t0
+    return removed, time.perf_counter() - t0, time.process_time() - c0
+
+
+def cluster_cpu_seconds() -> float:
+    """CPU-seconds used so far by this process and the processes it started (the
+    local Ray cluster: raylet, workers), dead ones excluded."""
+    import psutil
+
+    me = psutil.Process()
+    total = sum(me.cpu_times()[:2])
+    for p in me.children(recursive=True):
+        try:
+            total += sum(p.cpu_times()[:2])
+        except psutil.Error:
+            pass
+    return total
 
 
 def ours(url: str, workers: int) -> tuple[set[str], dict[str, float], dict]:
-    """Removed ids, seconds (ingest, dedup, total) and dedup stats."""
+    """Removed ids, seconds (ingest, dedup, total, cpu) and dedup stats."""
     import pyarrow as pa
     import ray
 
@@ -76,6 +97,7 @@ def ours(url: str, workers: int) -> tuple[set[str], dict[str, float], dict]:
     from agentworld.data.steps.ingest import ingest_dataset
 
     cfg = DataConfig(num_workers=workers, progress_bars=False)
+    c0 = cluster_cpu_seconds()
     t0 = time.perf_counter()
     with data_context(cfg):
         rows = ingest_dataset([url], cfg, {}, None).materialize()
@@ -84,6 +106,7 @@ def ours(url: str, workers: int) -> tuple[set[str], dict[str, float], dict]:
             rows.map_batches(clean_records, batch_format="pyarrow"), cfg, log=lambda m: None
         )
     t2 = time.perf_counter()
+    cpu = cluster_cpu_seconds() - c0
     table = label_block(pa.concat_tables(ray.get(rows.to_arrow_refs())), labels)
     removed = {
         t
@@ -94,7 +117,8 @@ def ours(url: str, workers: int) -> tuple[set[str], dict[str, float], dict]:
         )
         if s.endswith("duplicate")
     }
-    return removed, {"ingest": t1 - t0, "dedup": t2 - t1, "total": t2 - t0}, stats.__dict__
+    seconds = {"ingest": t1 - t0, "dedup": t2 - t1, "total": t2 - t0, "cpu": cpu}
+    return removed, seconds, stats.__dict__
 
 
 def start_ray(attempts: int = 4) -> None:
@@ -152,10 +176,11 @@ def main() -> int:
     n = len(corpus.records)
     start_ray()
     ours(os.path.join(tmp, "warm"), 2)  # start the workers once: both measured runs find them warm
-    base_removed, base_s = datasketch_dedup(files, 0.8, 128)
+    base_removed, base_s, base_cpu = datasketch_dedup(files, 0.8, 128)
     one_removed, one_s, _ = ours(os.path.join(tmp, "corpus"), 1)
     two_removed, two_s, stats = ours(os.path.join(tmp, "corpus"), 2)
     ray.shutdown()
+    shutil.rmtree(tmp, ignore_errors=True)
     ratio, scaling = base_s / two_s["total"], one_s["total"] / two_s["total"]
     ours_scores = scores(two_removed, corpus.duplicate_ids)
     result = {
@@ -169,6 +194,10 @@ def main() -> int:
         "ours_2_workers_records_per_s": n / two_s["total"],
         "ratio_ours_2_workers_vs_datasketch": ratio,
         "ratio_2_vs_1_workers": scaling,
+        "datasketch_cpu_seconds": base_cpu,
+        "ours_cpu_seconds_1_worker": one_s["cpu"],
+        "ours_cpu_seconds_2_workers": two_s["cpu"],
+        "ratio_on_two_idle_cores_from_cpu_seconds": base_cpu / (two_s["cpu"] / 2),
         "datasketch_scores": scores(base_removed, corpus.duplicate_ids),
         "ours_scores": ours_scores,
         "same_removed_1_vs_2_workers": one_removed == two_removed,

@@ -28,7 +28,11 @@ def run(ctx: StepContext, done: Done) -> PackResult:
         if r["drop_reason"] is None:
             counts[(r["kind"], r["split"])] = counts.get((r["kind"], r["split"]), 0) + r["n"]
     stats = pack_samples(
-        read_staging(run_dir.url("_work", "samples"), run_dir.storage_options),
+        read_staging(
+            run_dir.url("_work", "samples"),
+            run_dir.storage_options,
+            columns=["kind", "split", "key", "tokens", "mask", "drop_reason"],
+        ),
         counts,
         base_url=run_dir.url("packed"),
         seq_len=ctx.job.recipe.train.seq_len,

@@ -28,9 +28,13 @@ def run(ctx: StepContext, done: Done) -> SamplesResult:
     n = sum(
         r["n"] for r in done[TokenizeResult].rows if r["kind"] == "sft" and r["drop_reason"] is None
     )
-    samples = read_staging(run_dir.url("_work", "samples"), run_dir.storage_options).map_batches(
-        _sft_kept, batch_format="pyarrow"
-    )
+    # Only the columns the shards hold: the tokens and masks (most of the staging
+    # bytes) would otherwise travel through the shuffle to be dropped at the write.
+    samples = read_staging(
+        run_dir.url("_work", "samples"),
+        run_dir.storage_options,
+        columns=["kind", "drop_reason", *SFT_SAMPLE_COLUMNS],
+    ).map_batches(_sft_kept, batch_format="pyarrow")
     stats = write_sharded(
         samples,
         run_dir.url("samples", "sft"),
