@@ -1,0 +1,124 @@
+"""RL on the pipeline's own outputs, with the learner split the way a large run splits
+it: prepare's samples of the collected corpus and a short CPT -> SFT export (Ray Train +
+DeepSpeed) as the starting policy; two learner ranks under ZeRO-3 with the experts split
+between them (AutoEP), one vLLM engine. What is checked is the weight sync: rank 0's
+gather of the ZeRO-3 partitions and of both ranks' expert slices reaches the engine, whose
+log-probabilities then equal the learners'.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from agentworld.model.engine import EngineConfig
+from agentworld.rl.config import LearnerConfig, RLConfig, RolloutConfig
+from tests.test_rl_loop import SYNC_ATOL, _probe, probe_batch
+from tests.test_train import short_recipe
+
+pytestmark = pytest.mark.slow
+
+
+def _recipe(**train):
+    base = short_recipe()
+    return dataclasses.replace(base, train=dataclasses.replace(base.train, **train))
+
+
+@pytest.fixture(scope="module")
+def pipeline_outputs(ray_cluster, collected_corpus, tmp_path_factory):
+    """(prepare's run directory, the SFT export) made by the stages themselves: prepare
+    on the collected corpus, 2 CPT steps, then 30 SFT steps from that export."""
+    from agentworld.data.job import PrepareJob
+    from agentworld.data.run import prepare
+    from agentworld.train.job import TrainJob
+    from agentworld.train.run import run
+
+    root = tmp_path_factory.mktemp("rl-pipeline")
+    recipe = short_recipe()
+    data = dataclasses.replace(
+        recipe.data, eval_fraction=0.2, progress_bars=False, max_domain_drop_share=1.0
+    )
+    prepared = str(root / "prepared")
+    recipe = dataclasses.replace(recipe, data=data)
+    prepare(PrepareJob(inputs=(collected_corpus,), out=prepared, recipe=recipe))
+    cpt = _recipe(max_steps=2, warmup_steps=1, eval_every=2, checkpoint_every=2)
+    run(TrainJob(stage="cpt", data=prepared, out=str(root / "cpt"), recipe=cpt), log=print)
+    sft = _recipe(max_steps=30, warmup_steps=3, eval_every=30, checkpoint_every=30)
+    init = str(root / "cpt" / "hf")
+    job = TrainJob(stage="sft", data=prepared, out=str(root / "sft"), recipe=sft, init=init)
+    run(job, log=print)
+    return prepared, str(root / "sft" / "hf"), root
+
+
+@pytest.fixture(scope="module")
+def parallel_recipe():
+    """ZeRO-3, two learner ranks, experts split 2 ways; a 2-step run."""
+    rl = RLConfig(
+        contexts_per_step=4,
+        group_size=4,
+        max_steps=2,
+        seed=0,
+        rollout=RolloutConfig(
+            max_new_tokens=32,
+            max_prompt_tokens=512,
+            engine=EngineConfig(max_model_len=1024, dtype="float32"),
+        ),
+        learner=LearnerConfig(num_learners=2, expert_parallel_size=2),
+        checkpoint_every=2,
+        call_timeout_s=600,
+    )
+    recipe = _recipe(zero_stage=3)
+    return dataclasses.replace(recipe, rl=rl)
+
+
+@pytest.fixture(scope="module")
+def parallel_workers(ray_cluster, pipeline_outputs, parallel_recipe):
+    from agentworld.rl.placement import RLWorkers
+
+    w = RLWorkers(parallel_recipe, pipeline_outputs[1])
+    yield w
+    w.close()
+
+
+def test_rl_on_prepare_and_sft_outputs_with_zero3_and_expert_parallel_learners(
+    pipeline_outputs, parallel_recipe, parallel_workers
+):
+    from agentworld.model import load_tokenizer
+    from agentworld.rl.learner import learner_deepspeed_config
+    from agentworld.rl.run import RLJob, run
+
+    prepared, init, root = pipeline_outputs
+    ds = learner_deepspeed_config(parallel_recipe.rl, parallel_recipe.train)
+    assert ds["zero_optimization"]["stage"] == 3
+    w = parallel_workers
+    probe = _probe(load_tokenizer(init))
+    start = np.array(w.learners.logprobs(probe))
+    # The engine loaded the SFT export from disk; the learners built ZeRO-3 partitions
+    # and expert slices from it: the same function before any sync.
+    np.testing.assert_allclose(w.rollout.prompt_logprobs(probe)[0], start, atol=SYNC_ATOL)
+
+    job = RLJob(data=prepared, init=init, out=str(root / "rl"), recipe=parallel_recipe)
+    manifest = run(job, workers=w)
+    assert manifest["status"] == "complete" and manifest["counts"]["steps"] == 2
+    assert w.rollout.versions() == [2]
+    learned = np.array(w.learners.logprobs(probe))
+    np.testing.assert_allclose(w.rollout.prompt_logprobs(probe)[0], learned, atol=SYNC_ATOL)
+
+    # One large update on the probe itself, then a sync: the engine follows the learners
+    # to a function far from the one it had (a gather that dropped a rank's experts or
+    # a partition would leave it behind or elsewhere).
+    before = np.array(w.rollout.prompt_logprobs(probe)[0])
+    w.learners.train_step(probe_batch(probe, [1.0] * 4))
+    after_learner = np.array(w.learners.logprobs(probe))
+    w.sync_weights(1000)
+    assert w.rollout.versions() == [1000]
+    after = np.array(w.rollout.prompt_logprobs(probe)[0])
+    print(
+        f"\nengine vs learners: before RL {np.abs(before - learned).max():.2e}, "
+        f"after the update {np.abs(after - after_learner).max():.2e}; "
+        f"engine change {np.abs(after - before).max():.2e}"
+    )
+    assert np.abs(after - before).max() > 1e-2
+    np.testing.assert_allclose(after, after_learner, atol=SYNC_ATOL)
