@@ -8,6 +8,7 @@ from agentworld.model.config import ModelConfig
 from agentworld.recipes import debug_cpu, get_recipe, qwen35_a3b
 from agentworld.schema import predict_turn_messages
 from agentworld.schema.examples import sample_trajectories
+from tests.greedy import assert_greedy_agrees
 
 
 def test_tokenizer_has_specials_and_chat_template(tiny_checkpoint):
@@ -23,6 +24,7 @@ def test_tokenizer_has_specials_and_chat_template(tiny_checkpoint):
     assert tok.decode(ids) == "$ ls -la /home/user"  # byte-level: lossless
 
 
+@pytest.mark.slow
 def test_tiny_moe_loads_trains_and_generates_in_vllm(tiny_checkpoint, vllm_engine):
     import torch
 
@@ -50,11 +52,18 @@ def test_tiny_moe_loads_trains_and_generates_in_vllm(tiny_checkpoint, vllm_engin
     # Generation through vLLM's CPU build, on the same checkpoint.
     from vllm import SamplingParams
 
+    prompt = "<|im_start|>user\nls<|im_end|>\n<|im_start|>assistant\n"
     outs = vllm_engine.generate(
-        ["<|im_start|>user\nls<|im_end|>\n<|im_start|>assistant\n"],
-        SamplingParams(max_tokens=8, temperature=0.0, ignore_eos=True),
+        [prompt], SamplingParams(max_tokens=8, temperature=0.0, ignore_eos=True, logprobs=1)
     )
-    assert len(outs[0].outputs[0].token_ids) == 8
+    completion = outs[0].outputs[0]
+    tokens = list(completion.token_ids)
+    assert len(tokens) == 8
+    # The same checkpoint, untrained, in transformers (fp32 both): every greedy token is
+    # the argmax (or ties it within float error), with the same log-probability.
+    assert_greedy_agrees(
+        load_model(tiny_checkpoint, dtype=torch.float32).eval(), tok, prompt, completion
+    )
 
 
 def test_recipes_validate():
