@@ -19,6 +19,7 @@ import json
 import math
 import os
 import re
+import shutil
 import sys
 import tempfile
 import threading
@@ -238,6 +239,7 @@ def main() -> int:
         )
         print(json.dumps(runs[-1]), flush=True)
     rates = cpu_rates(url, os.path.join(tmp, f"out-{sizes[-1]}"))
+    shutil.rmtree(tmp, ignore_errors=True)
     fit = [r for r in runs if r["records"] > 1200] if len(runs) > 2 else runs
     b = exponent([r["records"] for r in fit], [r["seconds"] for r in fit])
     largest = runs[-1]
