@@ -29,6 +29,9 @@ class Entrypoint:
     args: tuple[str, ...]
     parsed: object | None = None
     """The job's own ``parse_args`` result (None when it has none or refused)."""
+    config: object | None = None
+    """The recipe with the entrypoint's ``--set`` overrides, when it gives any and they
+    make a valid one."""
 
 
 def parse_entrypoint(command: str) -> tuple[Entrypoint | None, list[Problem]]:
@@ -81,20 +84,20 @@ def check_entrypoint(command: str, repo_root: Path) -> tuple[Entrypoint | None, 
                 f"recipe {entry.recipe!r} does not exist (known: {', '.join(sorted(RECIPES))})",
             )
         )
-    elif overrides := getattr(parsed, "set", None):
-        problems += _check_overrides(entry, overrides)
-    return dataclasses.replace(entry, parsed=parsed), problems
+    config = None
+    if not problems and (overrides := getattr(parsed, "set", None)):
+        config, problems = _load_overrides(entry, overrides)
+    return dataclasses.replace(entry, parsed=parsed, config=config), problems
 
 
-def _check_overrides(entry: Entrypoint, overrides: list[str]) -> list[Problem]:
+def _load_overrides(entry: Entrypoint, overrides: list[str]) -> tuple[object | None, list[Problem]]:
     from agentworld.config import ConfigError
     from agentworld.recipes import load
 
     try:
-        load(entry.recipe or "debug_cpu", overrides)
+        return load(entry.recipe or "debug_cpu", overrides), []
     except ConfigError as e:
-        return [Problem(FIELD, f"jobs/{entry.stage}.py rejects its configuration: {e}")]
-    return []
+        return None, [Problem(FIELD, f"jobs/{entry.stage}.py rejects its configuration: {e}")]
 
 
 def _parse_with_job(job: Path, args: tuple[str, ...]) -> tuple[object | None, str | None]:

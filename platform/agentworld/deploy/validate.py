@@ -157,22 +157,10 @@ def _job_fit_problems(doc: dict[str, Any], entry: Entrypoint) -> list[Problem]:
         )
     spec = doc["spec"].get("rayClusterSpec")
     if spec and entry.recipe in RECIPES:
-        needs = stage_needs(entry.stage, _recipe(entry), entry.parsed)
+        needs = stage_needs(entry.stage, entry.config or RECIPES[entry.recipe](), entry.parsed)
         if needs is not None:
             problems += kuberay.capacity_problems(spec, ("spec", "rayClusterSpec"), needs)
     return problems
-
-
-def _recipe(entry):
-    """The entrypoint's recipe with its ``--set`` overrides (the recipe alone when they
-    are invalid: that is reported as the entrypoint's problem)."""
-    from agentworld.config import ConfigError
-    from agentworld.recipes import get_recipe, load
-
-    try:
-        return load(entry.recipe, getattr(entry.parsed, "set", None) or [])
-    except ConfigError:
-        return get_recipe(entry.recipe)
 
 
 def _check_service(doc: dict[str, Any], ctx: Context) -> list[Problem]:
