@@ -12,9 +12,11 @@ CPUs as the machine has cores. Figures: records/s, the ratios, and precision / r
 of the removed records against the planted truth; also the CPU-seconds each side
 spent (datasketch's process; ours: the driver and this cluster's workers), which a
 shared machine's load does not change, and the ratio they would give on two idle
-cores (ours spread over both, datasketch on one).
+cores (ours spread over both, datasketch on one). Beside 1 vs 2 workers, the ceiling
+this machine sets on it: ingest's kernel (read, validate, featurize; most of the time)
+over the same files in one plain process vs two.
 
-Run:  python bench/bench_dedup.py [--base 42000] [--quick]   -> bench/results/dedup.json
+Run:  python bench/bench_dedup.py [--base 42000] [--repeat 3] [--quick]   -> bench/results/dedup.json
 """
 
 from __future__ import annotations
@@ -67,6 +69,43 @@ def datasketch_dedup(
         members.sort(key=lambda t: (not t.startswith("base-"), t))
         removed.update(members[1:])
     return removed, time.perf_counter() - t0, time.process_time() - c0
+
+
+def _ingest_kernel(files: list[str]) -> None:
+    """What one ingest task does to its files (read, validate, featurize), no Ray."""
+    from agentworld.data import DataConfig
+    from agentworld.data.features import featurize
+    from agentworld.data.ingest_rows import plan_ranges, read_range
+    from agentworld.data.steps.ingest import feature_spec, reader_spec
+
+    cfg = DataConfig()
+    spec, features = reader_spec(cfg, {}), feature_spec(cfg)
+    for r in plan_ranges(files, split_bytes=cfg.split_bytes, storage_options={}):
+        for block in read_range(r, spec):
+            featurize(block, features, None)
+
+
+def machine_scaling(files: list[str]) -> dict[str, float]:
+    """The ceiling of 1 -> 2 workers on this machine: ingest's kernel over the same
+    files in one plain process, then in two forked processes (half the files each).
+    What it loses to 2 is the machine's (shared cores, memory bandwidth), not Ray's."""
+    import multiprocessing
+
+    _ingest_kernel(files[:1])  # imports and compiled kernels loaded before the fork
+    t0 = time.perf_counter()
+    _ingest_kernel(files)
+    one = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    procs = [
+        multiprocessing.get_context("fork").Process(target=_ingest_kernel, args=(files[i::2],))
+        for i in range(2)
+    ]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join()
+    two = time.perf_counter() - t0
+    return {"one_process_seconds": one, "two_processes_seconds": two, "scaling": one / two}
 
 
 def cluster_cpu_seconds() -> float:
@@ -157,7 +196,8 @@ def write_corpus(base: int, root: str, files: int = 8):
     paths = [os.path.join(root, "corpus", f"part-{i:05d}.jsonl") for i in range(files)]
     for i, path in enumerate(paths):
         write_jsonl(path, corpus.records[i::files])
-    write_jsonl(os.path.join(root, "warm", "part-00000.jsonl"), corpus.records[:300])
+    for i in range(files):  # one file per read task, so that every worker is warmed
+        write_jsonl(os.path.join(root, "warm", f"part-{i:05d}.jsonl"), corpus.records[i:800:files])
     return corpus, paths
 
 
@@ -166,19 +206,33 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("--base", type=int, default=42000, help="originals (copies are added)")
-    p.add_argument("--quick", action="store_true", help="a small corpus (2000 originals)")
+    p.add_argument("--quick", action="store_true", help="a small corpus (2000 originals), one run")
+    p.add_argument("--repeat", type=int, default=3, help="runs of each side; the fastest counts")
     args = p.parse_args()
+    if args.quick:
+        args.repeat = 1
     base = 2000 if args.quick else args.base
     import ray
 
     tmp = tempfile.mkdtemp(prefix="bench-dedup-")
     corpus, files = write_corpus(base, tmp)
     n = len(corpus.records)
+    ceiling = machine_scaling(files)  # before Ray starts: nothing else of ours runs
     start_ray()
-    ours(os.path.join(tmp, "warm"), 2)  # start the workers once: both measured runs find them warm
-    base_removed, base_s, base_cpu = datasketch_dedup(files, 0.8, 128)
-    one_removed, one_s, _ = ours(os.path.join(tmp, "corpus"), 1)
-    two_removed, two_s, stats = ours(os.path.join(tmp, "corpus"), 2)
+    # Start both workers and import what a task needs in each: the measured runs find
+    # them warm (one warmed worker left the 2-worker run paying the other's start-up).
+    ours(os.path.join(tmp, "warm"), 2)
+    # Each side runs --repeat times, interleaved, and keeps its fastest run (as timeit
+    # does): on a shared machine the slower runs measure the neighbours.
+    runs: dict[str, list] = {"datasketch": [], "one": [], "two": []}
+    for _ in range(args.repeat):
+        runs["datasketch"].append(datasketch_dedup(files, 0.8, 128))
+        runs["one"].append(ours(os.path.join(tmp, "corpus"), 1))
+        runs["two"].append(ours(os.path.join(tmp, "corpus"), 2))
+    base_removed, base_s, base_cpu = min(runs["datasketch"], key=lambda r: r[1])
+    one_removed, one_s, _ = min(runs["one"], key=lambda r: r[1]["total"])
+    two_removed, two_s, stats = min(runs["two"], key=lambda r: r[1]["total"])
+    same_removed = all(r[0] == one_removed for r in runs["one"] + runs["two"])
     ray.shutdown()
     shutil.rmtree(tmp, ignore_errors=True)
     ratio, scaling = base_s / two_s["total"], one_s["total"] / two_s["total"]
@@ -200,7 +254,15 @@ def main() -> int:
         "ratio_on_two_idle_cores_from_cpu_seconds": base_cpu / (two_s["cpu"] / 2),
         "datasketch_scores": scores(base_removed, corpus.duplicate_ids),
         "ours_scores": ours_scores,
-        "same_removed_1_vs_2_workers": one_removed == two_removed,
+        "same_removed_1_vs_2_workers": same_removed,
+        "repeat": args.repeat,
+        "all_seconds": {
+            "datasketch": [r[1] for r in runs["datasketch"]],
+            "ours_1_worker": [r[1]["total"] for r in runs["one"]],
+            "ours_2_workers": [r[1]["total"] for r in runs["two"]],
+        },
+        "machine_ingest_kernel_2_vs_1_processes": ceiling,
+        "ray_2_vs_1_workers_vs_machine_ceiling": scaling / ceiling["scaling"],
         "dedup_stats": stats,
         "ray_cpus": os.cpu_count(),
     }
@@ -222,7 +284,14 @@ def main() -> int:
         goal(
             "near_dup_recall", ours_scores["recall"], ">=", 0.95, "planted duplicates are removed"
         ),
-        goal("dedup_2_vs_1_workers", scaling, ">=", 1.7, "dedup scales with workers"),
+        goal(
+            "dedup_2_vs_1_workers",
+            scaling,
+            ">=",
+            1.7,
+            "dedup scales with workers (the same machine's ceiling, ingest's kernel in two "
+            f"plain processes vs one: {ceiling['scaling']:.2f})",
+        ),
     ]
     write_result("dedup", result, goals)
     print(json.dumps({**result, "goals": goals}, indent=2, default=str))

@@ -123,16 +123,26 @@ def loads_json(line: str | bytes) -> Any:
 # ---- validation ------------------------------------------------------------------------
 
 
-def _require(d: dict, key: str, types: type | tuple[type, ...], path: str) -> Any:
-    if key not in d or d[key] is None:
-        raise MissingFieldError("required field is missing", field=path)
-    return _typed(d[key], types, path)
+def _at(path: object, key: str) -> str:
+    return f"{path}.{key}" if path else key
 
 
-def _optional(d: dict, key: str, types: type | tuple[type, ...], path: str) -> Any:
-    if d.get(key) is None:
-        return None
-    return _typed(d[key], types, path)
+def _require(d: dict, key: str, types: type | tuple[type, ...], path: object = "") -> Any:
+    """``d[key]`` of one of ``types``; ``path`` names ``d`` (the field named in an
+    error is built only when there is one: validation runs on every input record)."""
+    value = d.get(key)
+    if value is None:
+        raise MissingFieldError("required field is missing", field=_at(path, key))
+    if type(value) is types:  # the common case, checked first
+        return value
+    return _typed(value, types, _at(path, key))
+
+
+def _optional(d: dict, key: str, types: type | tuple[type, ...], path: object = "") -> Any:
+    value = d.get(key)
+    if value is None or type(value) is types:
+        return value
+    return _typed(value, types, _at(path, key))
 
 
 def _typed(value: Any, types: type | tuple[type, ...], path: str) -> Any:
@@ -161,51 +171,66 @@ def _tool_call_from_dict(d: Any, path: str) -> ToolCall | None:
                 "arguments is not a JSON object", field=f"{path}.arguments"
             ) from None
     return ToolCall(
-        name=_require(d, "name", str, f"{path}.name"),
+        name=_require(d, "name", str, path),
         arguments=_typed(args, dict, f"{path}.arguments"),
-        call_id=_optional(d, "call_id", str, f"{path}.call_id"),
+        call_id=_optional(d, "call_id", str, path),
     )
 
 
-def _turn_from_dict(d: Any, path: str) -> Turn:
-    _typed(d, dict, path)
-    duration = _optional(d, "duration_s", (int, float), f"{path}.duration_s")
+def _turn_from_dict(d: Any, i: int) -> Turn:
+    path = _TurnPath(i)
+    if type(d) is not dict:
+        _typed(d, dict, str(path))
+    duration = _optional(d, "duration_s", (int, float), path)
+    call = d.get("tool_call")
     return Turn(
-        action=_require(d, "action", str, f"{path}.action"),
-        observation=_require(d, "observation", str, f"{path}.observation"),
-        reasoning=_optional(d, "reasoning", str, f"{path}.reasoning"),
-        tool_call=_tool_call_from_dict(d.get("tool_call"), f"{path}.tool_call"),
+        action=_require(d, "action", str, path),
+        observation=_require(d, "observation", str, path),
+        reasoning=_optional(d, "reasoning", str, path),
+        tool_call=None if call is None else _tool_call_from_dict(call, f"{path}.tool_call"),
         duration_s=None if duration is None else float(duration),
-        exit_code=_optional(d, "exit_code", int, f"{path}.exit_code"),
-        screenshot=_optional(d, "screenshot", str, f"{path}.screenshot"),
-        metadata=_optional(d, "metadata", dict, f"{path}.metadata") or {},
+        exit_code=_optional(d, "exit_code", int, path),
+        screenshot=_optional(d, "screenshot", str, path),
+        metadata=_optional(d, "metadata", dict, path) or {},
     )
+
+
+class _TurnPath:
+    """``turns[i]``, formatted only when an error names it."""
+
+    __slots__ = ("i",)
+
+    def __init__(self, i: int) -> None:
+        self.i = i
+
+    def __str__(self) -> str:
+        return f"turns[{self.i}]"
 
 
 def _outcome_from_dict(d: Any) -> Outcome | None:
     if d is None:
         return None
     _typed(d, dict, "outcome")
-    reward = _optional(d, "reward", (int, float), "outcome.reward")
+    reward = _optional(d, "reward", (int, float), "outcome")
     return Outcome(
-        success=_optional(d, "success", bool, "outcome.success"),
+        success=_optional(d, "success", bool, "outcome"),
         reward=None if reward is None else float(reward),
-        note=_optional(d, "note", str, "outcome.note"),
+        note=_optional(d, "note", str, "outcome"),
     )
 
 
 def trajectory_from_dict(d: Any) -> Trajectory:
     """Build and validate a trajectory from its JSON form; errors name the field."""
     _typed(d, dict, "<record>")
-    turns = _require(d, "turns", list, "turns")
+    turns = _require(d, "turns", list)
     return Trajectory(
-        id=_require(d, "id", str, "id"),
-        domain=_require(d, "domain", str, "domain"),
-        source=_require(d, "source", str, "source"),
-        environment=_require(d, "environment", str, "environment"),
-        turns=tuple(_turn_from_dict(t, f"turns[{i}]") for i, t in enumerate(turns)),
+        id=_require(d, "id", str),
+        domain=_require(d, "domain", str),
+        source=_require(d, "source", str),
+        environment=_require(d, "environment", str),
+        turns=tuple(_turn_from_dict(t, i) for i, t in enumerate(turns)),
         outcome=_outcome_from_dict(d.get("outcome")),
-        metadata=_optional(d, "metadata", dict, "metadata") or {},
+        metadata=_optional(d, "metadata", dict) or {},
     )
 
 
