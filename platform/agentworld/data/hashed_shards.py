@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from agentworld.data.placement import blocks_on_driver
+from agentworld.data.placement import map_groups_via_storage
 from agentworld.data.text import hash64
 
 SHARD_STATS = pa.schema([("shard", pa.string()), ("rows", pa.int64())])
@@ -65,20 +65,25 @@ def write_sharded(
     key: str,
     sort_by: list[str],
     columns: list[str],
+    spill_url: str,
     storage_options: dict[str, Any],
     skip_existing: bool = False,
 ) -> pa.Table:
     """Write ``ds`` under ``base_url`` as ceil(n_rows / rows_per_shard) shards; returns
-    (shard, rows) per shard written."""
+    (shard, rows) per shard written. ``spill_url``: a staging directory for the shuffle
+    (agentworld.data.placement.map_groups_via_storage)."""
     if n_rows == 0:
         return SHARD_STATS.empty_table()
     n = max(1, math.ceil(n_rows / rows_per_shard))
     tagged = ds.map_batches(
         add_shard_column, batch_format="pyarrow", fn_kwargs={"key": key, "n": n, "prefix": ""}
     )
-    stats = tagged.groupby("shard").map_groups(
+    tables = map_groups_via_storage(
+        tagged,
+        "shard",
         write_group,
-        batch_format="pyarrow",
+        spill_url=spill_url,
+        storage_options=storage_options,
         fn_kwargs={
             "base_url": base_url,
             "columns": columns,
@@ -87,6 +92,5 @@ def write_sharded(
             "storage_options": storage_options,
         },
     )
-    tables = blocks_on_driver(stats)
     out = pa.concat_tables(tables) if tables else SHARD_STATS.empty_table()
     return out.sort_by("shard")

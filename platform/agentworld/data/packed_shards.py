@@ -1,7 +1,8 @@
 """Packed shards on Ray Data (the work of the pack step): samples are spread over
 packing groups by a stable hash of their key (``ceil(n / pack_window)`` groups per kind
 and split), each group is packed best-fit-decreasing by one task and written as
-``packed/<kind>/<split>/part-XXXXX.parquet``. Shards already written by a killed run
+``packed/<kind>/<split>/part-XXXXX.parquet`` (the samples reach their group's task
+through storage: a task holds one group, whatever the corpus's size). Shards already written by a killed run
 are kept (their content is determined by the data), the rest are written."""
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import pyarrow.compute as pc
 
 from agentworld.data.bin_packing import pack_documents
 from agentworld.data.hashed_shards import shard_index, shard_name
-from agentworld.data.placement import blocks_on_driver
+from agentworld.data.placement import map_groups_via_storage
 from agentworld.data.text import hash64
 
 PACK_STATS = pa.schema(
@@ -109,16 +110,21 @@ def pack_samples(
     pack_window: int,
     seed: int,
     cpt_split_min: int,
+    spill_url: str,
     storage_options: dict[str, Any],
 ) -> pa.Table:
-    """Pack every non-dropped sample; PACK_STATS per shard."""
+    """Pack every non-dropped sample; PACK_STATS per shard. ``spill_url``: a staging
+    directory for the shuffle (agentworld.data.placement.map_groups_via_storage)."""
     groups = group_counts(counts, pack_window)
     if not groups:
         return PACK_STATS.empty_table()
     tagged = samples.map_batches(assign_group, batch_format="pyarrow", fn_kwargs={"groups": groups})
-    stats = tagged.groupby("shard").map_groups(
+    tables = map_groups_via_storage(
+        tagged,
+        "shard",
         pack_group,
-        batch_format="pyarrow",
+        spill_url=spill_url,
+        storage_options=storage_options,
         fn_kwargs={
             "base_url": base_url,
             "seq_len": seq_len,
@@ -128,5 +134,4 @@ def pack_samples(
             "storage_options": storage_options,
         },
     )
-    tables = blocks_on_driver(stats)
     return pa.concat_tables(tables).sort_by("shard") if tables else PACK_STATS.empty_table()

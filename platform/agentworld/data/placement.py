@@ -19,6 +19,7 @@ from agentworld.data.config import DataConfig
 from agentworld.data.ingest_rows import INGEST_SCHEMA, ReaderSpec, ReadRange, read_range
 
 _BROADCAST_CACHE: dict[str, Any] = {}
+TARGET_BLOCK_BYTES = 32 * 1024 * 1024
 
 
 def storage_options_for(url: str) -> dict[str, Any]:
@@ -53,6 +54,7 @@ def data_context(cfg: DataConfig) -> Iterator[None]:
         ctx.execution_options.resource_limits,
         ctx.enable_progress_bars,
         ctx.read_op_min_num_blocks,
+        ctx.target_max_block_size,
     )
     # Sort-based shuffles run as plain tasks; the hash shuffle starts aggregator actors
     # per operation, which costs seconds each on a small cluster.
@@ -62,6 +64,9 @@ def data_context(cfg: DataConfig) -> Iterator[None]:
     # Reads make one block per task (a file or byte range, split by block_records), not
     # the default 200: every block multiplies the pieces of each later shuffle.
     ctx.read_op_min_num_blocks = 1
+    # A task buffers its output up to this size before it hands a block on (128 MiB by
+    # default): smaller blocks keep a worker's memory flat as the input grows.
+    ctx.target_max_block_size = TARGET_BLOCK_BYTES
     try:
         with _limit_refresh_interval(0.05):
             yield
@@ -70,6 +75,7 @@ def data_context(cfg: DataConfig) -> Iterator[None]:
         ctx.execution_options.resource_limits = saved[1]
         ctx.enable_progress_bars = saved[2]
         ctx.read_op_min_num_blocks = saved[3]
+        ctx.target_max_block_size = saved[4]
 
 
 @contextlib.contextmanager
@@ -231,3 +237,114 @@ def write_staging(ds, url: str, storage_options: dict[str, Any]) -> int:
         fn_kwargs={"url": url, "storage_options": storage_options},
     )
     return int(written.sum("rows") or 0)
+
+
+def map_groups_via_storage(
+    ds,
+    key: str,
+    fn,
+    *,
+    spill_url: str,
+    storage_options: dict[str, Any],
+    fn_kwargs: dict[str, Any] | None = None,
+) -> list:
+    """``fn(group, **fn_kwargs)`` once per distinct value of column ``key``, with every
+    row of that value; the non-empty Arrow tables it returned.
+
+    A shuffle through storage instead of Ray Data's groupby: each block is sorted by
+    ``key`` and written by its own task as one Parquet file under ``spill_url`` with
+    one row group per key value; then one task per key value reads its row groups from
+    every file and calls ``fn``. A task holds one block, or one group, never a sort
+    partition of several groups (whose size grows with the input: this is what keeps
+    a worker's memory flat). ``spill_url`` is cleared before and removed after."""
+    import json
+
+    import ray
+
+    from agentworld.io.storage import remove
+
+    remove(spill_url, recursive=True, **storage_options)
+    index = blocks_on_driver(
+        ds.map_batches(
+            _spill_block,
+            batch_format="pyarrow",
+            batch_size=None,
+            fn_kwargs={"key": key, "url": spill_url, "storage_options": storage_options},
+        )
+    )
+    pieces: dict[str, list] = {}
+    for table in index:
+        for value, url, group in zip(
+            table.column("value").to_pylist(),
+            table.column("file").to_pylist(),
+            table.column("row_group").to_pylist(),
+            strict=True,
+        ):
+            pieces.setdefault(value, []).append((url, group))
+    if not pieces:
+        return []
+    items = [{"pieces": json.dumps(sorted(p))} for _, p in sorted(pieces.items())]
+    groups = ray.data.from_items(items, override_num_blocks=len(items))
+    out = groups.map_batches(
+        _group_task,
+        batch_format="pyarrow",
+        batch_size=1,
+        fn_kwargs={"fn": fn, "fn_kwargs": fn_kwargs or {}, "storage_options": storage_options},
+    )
+    tables = blocks_on_driver(out)
+    remove(spill_url, recursive=True, **storage_options)
+    return tables
+
+
+def _spill_block(block, *, key: str, url: str, storage_options: dict[str, Any]):
+    """Write one block sorted by ``key``, a row group per value; (value, file,
+    row_group) per value."""
+    import uuid
+
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from agentworld.io import get_fs, join
+
+    index = pa.schema([("value", pa.string()), ("file", pa.string()), ("row_group", pa.int64())])
+    if block.num_rows == 0:
+        return index.empty_table()
+    block = block.sort_by(key)
+    values = block.column(key).to_pylist()
+    starts = [0] + [i for i in range(1, len(values)) if values[i] != values[i - 1]]
+    ends = starts[1:] + [len(values)]
+    file_url = join(url, f"part-{uuid.uuid4().hex}.parquet")
+    fs, path = get_fs(file_url, **storage_options)
+    fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+    with fs.open(path, "wb") as f, pq.ParquetWriter(f, block.schema) as writer:
+        for start, end in zip(starts, ends, strict=True):
+            writer.write_table(block.slice(start, end - start), row_group_size=end - start)
+    return pa.table(
+        {
+            "value": [str(values[s]) for s in starts],
+            "file": [file_url] * len(starts),
+            "row_group": np.arange(len(starts), dtype=np.int64),
+        },
+        schema=index,
+    )
+
+
+def _group_task(batch, *, fn, fn_kwargs: dict[str, Any], storage_options: dict[str, Any]):
+    """One group: its row groups read from every spilled file, then ``fn``."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from agentworld.io import get_fs
+
+    out = []
+    for pieces in batch.column("pieces").to_pylist():
+        parts = []
+        for file_url, row_group in json.loads(pieces):
+            fs, path = get_fs(file_url, **storage_options)
+            with fs.open(path, "rb") as f:
+                parts.append(pq.ParquetFile(f).read_row_group(row_group))
+        out.append(fn(pa.concat_tables(parts, promote_options="permissive"), **fn_kwargs))
+    return pa.concat_tables(out)

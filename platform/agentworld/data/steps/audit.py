@@ -129,6 +129,7 @@ def write_audit(
             key="uid",
             sort_by=["uid"],
             columns=columns,
+            spill_url=join(out_url, "_work", "groups", name),
             storage_options=storage_options,
         )
         shards[name] = stats.num_rows

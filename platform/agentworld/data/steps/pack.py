@@ -40,6 +40,7 @@ def run(ctx: StepContext, done: Done) -> PackResult:
         pack_window=cfg.pack_window,
         seed=cfg.seed,
         cpt_split_min=cfg.cpt_split_min,
+        spill_url=run_dir.url("_work", "groups", "pack"),
         storage_options=run_dir.storage_options,
     )
     ctx.progress("pack", f"{stats.num_rows} shards, {sum(stats.column('rows').to_pylist())} rows")

@@ -43,6 +43,7 @@ def run(ctx: StepContext, done: Done) -> SamplesResult:
         key="trajectory_id",
         sort_by=["trajectory_id", "turn_idx"],
         columns=SFT_SAMPLE_COLUMNS,
+        spill_url=run_dir.url("_work", "groups", "samples"),
         storage_options=run_dir.storage_options,
         skip_existing=True,
     )
