@@ -3,14 +3,16 @@ deep nesting, invalid UTF-8, NUL bytes, unknown domains, not-an-object, empty id
 turns) into shards of valid records (huge strings and odd text among them), local and
 on S3. Every good record comes back equal to what was written, every bad line comes back
 rejected with its line number and a reason, and the counts add up against a count of
-the file's lines made with bytes.split alone."""
+the file's lines made with bytes.split alone; one bounded case goes through prepare."""
 
 from __future__ import annotations
 
+import collections
 import json
 from dataclasses import dataclass
 
-from hypothesis import HealthCheck, event, given, settings
+import pytest
+from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 
 from agentworld.io import get_fs, join, read_records
@@ -154,3 +156,55 @@ def test_fuzzed_s3_shards(s3_bucket, lines):
     _write(url, lines)
     get_fs(url)[0].invalidate_cache()
     _check(url, lines)
+
+
+def _domain_of(raw: bytes) -> str:
+    """The report's bucket for a line: its domain field as written, "unknown" when the
+    line has none to read (not JSON, not an object, not a string)."""
+    try:
+        obj = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError):
+        return "unknown"
+    value = obj.get("domain") if isinstance(obj, dict) else None
+    if not isinstance(value, str) or not value.strip():
+        return "unknown"
+    return value.strip().lower().rsplit("/", 1)[-1]
+
+
+@pytest.mark.slow
+# Two cases, never shrunk, each a whole prepare run: Hypothesis' simplest one (every
+# fuzzed line bad) and a random one.
+@settings(_FUZZ, max_examples=2, derandomize=True, database=None, phases=[Phase.generate])
+@given(lines=shard(min_size=12, max_size=12), more=shard(min_size=8, max_size=8))
+def test_fuzzed_shards_through_prepare(ray_cluster, tmp_path_factory, lines, more):
+    """Generated shards through the whole prepare stage, beside a shard of ordinary
+    trajectories (so that there is always something to train the tokenizer on): every
+    line read, every bad one quarantined with a reason, every good one accounted for
+    (kept or a duplicate of another good one), per domain as counted from the files."""
+    from agentworld.data.run import prepare
+    from agentworld.io import list_shards, read_parquet
+    from agentworld.schema.examples import sample_trajectories
+    from tests.test_data_prepare import _job
+
+    root = tmp_path_factory.mktemp("fuzz-prepare")
+    (root / "raw").mkdir()
+    plain = [Line(t.to_json().encode(), t, "good") for t in sample_trajectories(8, seed=2)]
+    shards = (lines, more, plain)
+    for k, shard_lines in enumerate(shards):
+        _write(str(root / "raw" / f"part-{k:05d}.jsonl"), shard_lines)
+    everything = [line for shard_lines in shards for line in shard_lines]
+    n_bad = sum(line.good is None for line in everything)
+    out = str(root / "out")
+    report = prepare(_job([str(root / "raw")], out, min_eval_trajectories=0))
+    totals = report["totals"]
+    files = [str(root / "raw" / f"part-{k:05d}.jsonl") for k in range(len(shards))]
+    assert totals["read"] == sum(_independent_count(f) for f in files) == len(everything)
+    assert totals["quarantined"] == n_bad
+    assert totals["read"] - n_bad == sum(
+        totals[s] for s in ("kept", "exact_duplicate", "near_duplicate", "contaminated")
+    )
+    by_domain = collections.Counter(_domain_of(line.raw) for line in everything)
+    assert {d: c["read"] for d, c in report["by_domain"].items()} == dict(by_domain)
+    quarantine = [read_parquet(s) for s in list_shards(join(out, "quarantine"))]
+    reasons = [r for t in quarantine for r in t.column("reason").to_pylist()]
+    assert len(reasons) == n_bad and all(r and r.strip() for r in reasons)

@@ -25,6 +25,22 @@ def test_tokenizer_has_specials_and_chat_template(tiny_checkpoint):
 
 
 @pytest.mark.slow
+def test_tokenizer_cuts_a_long_run_without_spaces_before_bpe():
+    """A 1 MiB run without a space (a blob in an observation) reaches BPE as pieces of at
+    most LONGEST_WORD characters: as one word, it made training quadratic in its length
+    (minutes, found by the fuzzer of tests/test_fuzz_records.py). Text round-trips."""
+    from agentworld.model.tokenizer import LONGEST_WORD, train_tokenizer
+
+    blob = "E" * (1 << 20)
+    texts = ["ls -la /tmp && echo ok", f"cat blob.txt\n{blob} done", "pwd /home/agent"] * 3
+    tok = train_tokenizer(texts, vocab_size=400)
+    pieces = tok.backend_tokenizer.pre_tokenizer.pre_tokenize_str(f"x {blob} y")
+    assert max(len(p) for p, _ in pieces) <= LONGEST_WORD
+    assert "".join(p for p, _ in pieces).replace("\u0120", " ") == f"x {blob} y"
+    for text in (f"x {blob} y", "ls -la /tmp && echo ok", "naïve 東京 " + "z" * 300):
+        assert tok.decode(tok(text)["input_ids"]) == text
+
+
 def test_tiny_moe_loads_trains_and_generates_in_vllm(tiny_checkpoint, vllm_engine):
     import torch
 

@@ -30,9 +30,13 @@ CHAT_TEMPLATE = (
 )
 
 
+LONGEST_WORD = 128
+"""Characters of the longest piece of text without a space that BPE sees as one word."""
+
+
 def train_tokenizer(texts: Iterable[str], *, vocab_size: int = 2048, min_frequency: int = 2):
     """Train a byte-level BPE on ``texts``; returns a transformers PreTrainedTokenizerFast."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     if vocab_size < 256 + len(SPECIAL_TOKENS):
@@ -40,7 +44,16 @@ def train_tokenizer(texts: Iterable[str], *, vocab_size: int = 2048, min_frequen
             f"vocab_size {vocab_size} is below the 256 bytes + {len(SPECIAL_TOKENS)} special tokens"
         )
     tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            # A run of LONGEST_WORD characters without a space (a base64 blob, a line of
+            # '=') is cut into pieces of that length first: BPE's training and encoding
+            # cost grows with the square of a word's length, and a 1 MiB word stalled
+            # training for minutes. Shorter words are split as before.
+            pre_tokenizers.Split(Regex(rf"\S{{{LONGEST_WORD}}}"), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False),
+        ]
+    )
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
