@@ -2,9 +2,9 @@
 2 workers) on generated corpora of 1k, 10k and 100k trajectories with planted
 duplicates, each size on a fresh Ray cluster. Figures per size: wall time of each
 stage, records/s, and the peak memory of any Ray worker process (resident, and private:
-resident less the object store's shared pages), overall and during each stage; then the exponent b of wall time ~ records**b
-(least squares on log-log, from the sizes above 1k where fixed costs no longer hide
-it), and the per-core rate of each stage at the largest size (the basis of the README's
+resident less the object store's shared pages), overall and during each stage; then the
+exponent b of wall time ~ records**b (least squares on log-log, from the sizes above 1k
+where fixed costs no longer hide it), and the per-core rate of each stage at the largest size (the basis of the README's
 estimate at the reference's scale).
 
 Run:  python bench/bench_prepare_scale.py [--sizes 1000,10000,100000] [--quick]

@@ -2,8 +2,9 @@
 packing groups by a stable hash of their key (``ceil(n / pack_window)`` groups per kind
 and split), each group is packed best-fit-decreasing by one task and written as
 ``packed/<kind>/<split>/part-XXXXX.parquet`` (the samples reach their group's task
-through storage: a task holds one group, whatever the corpus's size). Shards already written by a killed run
-are kept (their content is determined by the data), the rest are written."""
+through storage: a task holds one group, whatever the corpus's size). Shards already
+written by a killed run are kept (their content is determined by the data), the rest
+are written."""
 
 from __future__ import annotations
 

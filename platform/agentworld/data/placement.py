@@ -306,6 +306,7 @@ def _spill_block(block, *, key: str, url: str, storage_options: dict[str, Any]):
     import pyarrow.parquet as pq
 
     from agentworld.io import get_fs, join
+    from agentworld.io.storage import makedirs
 
     index = pa.schema([("value", pa.string()), ("file", pa.string()), ("row_group", pa.int64())])
     if block.num_rows == 0:
@@ -314,9 +315,9 @@ def _spill_block(block, *, key: str, url: str, storage_options: dict[str, Any]):
     values = block.column(key).to_pylist()
     starts = [0] + [i for i in range(1, len(values)) if values[i] != values[i - 1]]
     ends = starts[1:] + [len(values)]
+    makedirs(url, **storage_options)
     file_url = join(url, f"part-{uuid.uuid4().hex}.parquet")
     fs, path = get_fs(file_url, **storage_options)
-    fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
     with fs.open(path, "wb") as f, pq.ParquetWriter(f, block.schema) as writer:
         for start, end in zip(starts, ends, strict=True):
             writer.write_table(block.slice(start, end - start), row_group_size=end - start)

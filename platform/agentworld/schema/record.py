@@ -123,11 +123,11 @@ def loads_json(line: str | bytes) -> Any:
 # ---- validation ------------------------------------------------------------------------
 
 
-def _at(path: object, key: str) -> str:
+def _at(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
-def _require(d: dict, key: str, types: type | tuple[type, ...], path: object = "") -> Any:
+def _require(d: dict, key: str, types: type | tuple[type, ...], path: str = "") -> Any:
     """``d[key]`` of one of ``types``; ``path`` names ``d`` (the field named in an
     error is built only when there is one: validation runs on every input record)."""
     value = d.get(key)
@@ -138,7 +138,7 @@ def _require(d: dict, key: str, types: type | tuple[type, ...], path: object = "
     return _typed(value, types, _at(path, key))
 
 
-def _optional(d: dict, key: str, types: type | tuple[type, ...], path: object = "") -> Any:
+def _optional(d: dict, key: str, types: type | tuple[type, ...], path: str = "") -> Any:
     value = d.get(key)
     if value is None or type(value) is types:
         return value
@@ -177,10 +177,9 @@ def _tool_call_from_dict(d: Any, path: str) -> ToolCall | None:
     )
 
 
-def _turn_from_dict(d: Any, i: int) -> Turn:
-    path = _TurnPath(i)
+def _turn_from_dict(d: Any, path: str) -> Turn:
     if type(d) is not dict:
-        _typed(d, dict, str(path))
+        _typed(d, dict, path)
     duration = _optional(d, "duration_s", (int, float), path)
     call = d.get("tool_call")
     return Turn(
@@ -193,18 +192,6 @@ def _turn_from_dict(d: Any, i: int) -> Turn:
         screenshot=_optional(d, "screenshot", str, path),
         metadata=_optional(d, "metadata", dict, path) or {},
     )
-
-
-class _TurnPath:
-    """``turns[i]``, formatted only when an error names it."""
-
-    __slots__ = ("i",)
-
-    def __init__(self, i: int) -> None:
-        self.i = i
-
-    def __str__(self) -> str:
-        return f"turns[{self.i}]"
 
 
 def _outcome_from_dict(d: Any) -> Outcome | None:
@@ -228,7 +215,7 @@ def trajectory_from_dict(d: Any) -> Trajectory:
         domain=_require(d, "domain", str),
         source=_require(d, "source", str),
         environment=_require(d, "environment", str),
-        turns=tuple(_turn_from_dict(t, i) for i, t in enumerate(turns)),
+        turns=tuple(_turn_from_dict(t, f"turns[{i}]") for i, t in enumerate(turns)),
         outcome=_outcome_from_dict(d.get("outcome")),
         metadata=_optional(d, "metadata", dict) or {},
     )
