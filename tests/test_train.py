@@ -371,9 +371,11 @@ def sft_run(cpt_run, packed_data, s3_server):
     train = short_recipe().train
     overrides = [
         f"{name}={getattr(train, name)}"
-        for name in ("seq_len", "micro_batch_size", "learning_rate", "warmup_steps", "max_steps")
+        for name in ("seq_len", "micro_batch_size", "warmup_steps", "max_steps")
     ]
-    overrides += ["eval_every=8", "checkpoint_every=12", "log_every=4"]
+    # Fine-tuning at CPT's 3e-3 made held-out loss wander (6.455 -> 6.50 in one CI run;
+    # 6.44, 6.23, 6.33, 6.18 here); at 1e-3 it fell at every eval (6.65, 6.41, 6.29, 6.26).
+    overrides += ["learning_rate=1e-3", "eval_every=8", "checkpoint_every=12", "log_every=4"]
     argv = ["--data", packed_data, "--init", os.path.join(cpt_run[0], "hf"), "--out", out]
     argv += [arg for o in overrides for arg in ("--set", f"train.{o}")]
     assert job.main(argv) == 0
@@ -387,7 +389,7 @@ def test_sft_starts_from_the_cpt_export_and_heldout_loss_falls(sft_run, cpt_run)
         cpt_run[0], "hf"
     )
     evals = _steps(manifest["counts"]["eval_loss"])
-    assert sorted(evals) == [0, 8, 16, 24] and evals[24] < evals[0]
+    assert sorted(evals) == [0, 8, 16, 24] and evals[24] < evals[0], evals
     path = out.removeprefix("s3://")
     assert fs.exists(f"{path}/hf/model.safetensors") and fs.exists(f"{path}/hf/tokenizer.json")
     assert sorted(p.rsplit("/", 1)[-1] for p in fs.ls(f"{path}/checkpoints") if "step-" in p) == [
