@@ -46,7 +46,8 @@ def config_args(args: argparse.Namespace) -> tuple[str, ...]:
     """``--recipe`` and the ``--set`` items every stage gets."""
     items = [f"collect.domains={DOMAINS}", f"collect.episodes={args.episodes}"]
     if n := args.max_steps:
-        items += [f"train.max_steps={n}", f"train.warmup_steps={n // 4}", f"rl.max_steps={n}"]
+        steps = ("train.max_steps", "train.sft_max_steps", "rl.max_steps")
+        items += [*(f"{key}={n}" for key in steps), f"train.warmup_steps={n // 4}"]
     if args.max_items:
         items.append(f"evaluate.infer.max_items={args.max_items}")
     return ("--recipe", args.recipe, *(a for i in [*items, *args.set] for a in ("--set", i)))

@@ -132,6 +132,26 @@ def test_bad_recipes_name_the_field(change, field, message):
         TrainConfig(max_failures=-1)
 
 
+def test_sft_trains_with_its_own_steps_and_learning_rate_where_the_recipe_sets_them():
+    from agentworld.config import set_overrides
+
+    recipe = set_overrides(debug_cpu(), ["train.sft_max_steps=150", "train.sft_learning_rate=5e-4"])
+    sft = TrainJob(stage="sft", data="/d", out="/o", recipe=recipe, init="/i").recipe.train
+    cpt = TrainJob(stage="cpt", data="/d", out="/o", recipe=recipe).recipe.train
+    assert (sft.max_steps, sft.learning_rate) == (150, 5e-4)
+    assert (cpt.max_steps, cpt.learning_rate) == (40, 1e-3)
+    # Unset, SFT shares CPT's; applying it twice changes nothing (a rerun's recipe check).
+    plain = TrainJob(stage="sft", data="/d", out="/o", recipe=debug_cpu(), init="/i")
+    assert (plain.recipe.train.max_steps, plain.recipe.train.learning_rate) == (40, 1e-3)
+    again = TrainJob(stage="sft", data="/d", out="/o", recipe=recipe, init="/i").recipe
+    assert TrainJob(stage="sft", data="/d", out="/o", recipe=again, init="/i").recipe == again
+    with pytest.raises(ConfigError, match="below sft_max_steps 3") as err:
+        set_overrides(debug_cpu(), ["train.sft_max_steps=3"])
+    assert err.value.field == "train.warmup_steps"
+    with pytest.raises(ConfigError, match="must be > 0"):
+        TrainConfig(sft_learning_rate=0.0)
+
+
 def _job_main(name: str):
     spec = importlib.util.spec_from_file_location(f"{name}_job", ROOT / "jobs" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)

@@ -3,6 +3,7 @@ starts: every problem raises ConfigError naming the parameter or recipe field.""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
@@ -36,6 +37,10 @@ class TrainJob:
             raise ConfigError("out", "required: the URL of the run directory")
         if self.stage == "sft" and not self.init:
             raise ConfigError("init", "SFT starts from a CPT export: pass --init <cpt out>/hf")
+        # Everything downstream reads recipe.train: SFT's own steps and learning rate
+        # replace the shared ones here, once.
+        train = self.recipe.train.for_stage(self.stage)
+        object.__setattr__(self, "recipe", dataclasses.replace(self.recipe, train=train))
 
     def url(self, *parts: str) -> str:
         from agentworld.io import join
