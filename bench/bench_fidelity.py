@@ -75,7 +75,7 @@ def pipeline(out: str, a: argparse.Namespace, timings: dict[str, float]) -> None
     run_job("cpt", ["--data", f"{out}/prepared", "--out", f"{out}/cpt", *r,
                     "--set", f"train.max_steps={a.cpt_steps}"], timings)  # fmt: skip
     run_job("sft", ["--data", f"{out}/prepared", "--init", f"{out}/cpt/hf", "--out", f"{out}/sft",
-                    *r, "--set", f"train.max_steps={a.sft_steps}"], timings)  # fmt: skip
+                    *r, "--set", f"train.sft_max_steps={a.sft_steps}"], timings)  # fmt: skip
     run_job("rl", ["--data", f"{out}/prepared", "--init", f"{out}/sft/hf", "--out", f"{out}/rl",
                    *r, "--set", f"rl.max_steps={a.rl_steps}", "--set", "rl.wandb=false"], timings)  # fmt: skip
 

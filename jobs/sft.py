@@ -4,6 +4,9 @@
 Reads <data>/packed/sft/{train,eval} (the prepare stage's output) and the CPT export
 given by --init (its hf/ directory, or the CPT run directory), and writes under --out:
 checkpoints/, hf/ (the export RL and serving start from), wandb/ and manifest.json.
+SFT trains for train.sft_max_steps at a peak of train.sft_learning_rate where the recipe
+sets them (debug_cpu: 100 steps), else for CPT's train.max_steps and learning_rate:
+``--set train.sft_max_steps=20``.
 
 Run:  python jobs/sft.py --data runs/demo/prepared --init runs/demo/cpt/hf --out runs/demo/sft --recipe debug_cpu
       ray job submit --working-dir . -- python jobs/sft.py --data s3://bucket/prepared \\

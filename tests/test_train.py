@@ -375,7 +375,13 @@ def sft_run(cpt_run, packed_data, s3_server):
     ]
     # Fine-tuning at CPT's 3e-3 made held-out loss wander (6.455 -> 6.50 in one CI run;
     # 6.44, 6.23, 6.33, 6.18 here); at 1e-3 it fell at every eval (6.65, 6.41, 6.29, 6.26).
-    overrides += ["learning_rate=1e-3", "eval_every=8", "checkpoint_every=12", "log_every=4"]
+    overrides += [
+        f"sft_max_steps={train.max_steps}",
+        "learning_rate=1e-3",
+        "eval_every=8",
+        "checkpoint_every=12",
+        "log_every=4",
+    ]
     argv = ["--data", packed_data, "--init", os.path.join(cpt_run[0], "hf"), "--out", out]
     argv += [arg for o in overrides for arg in ("--set", f"train.{o}")]
     assert job.main(argv) == 0

@@ -141,7 +141,15 @@ def test_sft_trains_with_its_own_steps_and_learning_rate_where_the_recipe_sets_t
     assert (sft.max_steps, sft.learning_rate) == (150, 5e-4)
     assert (cpt.max_steps, cpt.learning_rate) == (40, 1e-3)
     # Unset, SFT shares CPT's; applying it twice changes nothing (a rerun's recipe check).
-    plain = TrainJob(stage="sft", data="/d", out="/o", recipe=debug_cpu(), init="/i")
+    assert debug_cpu().train.sft_max_steps == 100
+    shared = dataclasses.replace(debug_cpu().train, sft_max_steps=None)
+    plain = TrainJob(
+        stage="sft",
+        data="/d",
+        out="/o",
+        recipe=dataclasses.replace(recipe, train=shared),
+        init="/i",
+    )
     assert (plain.recipe.train.max_steps, plain.recipe.train.learning_rate) == (40, 1e-3)
     again = TrainJob(stage="sft", data="/d", out="/o", recipe=recipe, init="/i").recipe
     assert TrainJob(stage="sft", data="/d", out="/o", recipe=again, init="/i").recipe == again

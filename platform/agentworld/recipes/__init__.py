@@ -19,14 +19,16 @@ def debug_cpu() -> Recipe:
     tokens: the longest environment the collectors record (mcp-server-git's twelve
     tools, about 460 tokens once compacted) leaves room for a turn and its history; at
     512 prepare dropped every MCP sample. RL takes prompts as long as SFT trains on
-    (at 768 it left out a third of the contexts, the MCP and SWE ones)."""
+    (at 768 it left out a third of the contexts, the MCP and SWE ones). SFT runs 100
+    steps after CPT's 40: on the demo's data held-out SFT loss went 5.31, 4.03 (25),
+    3.61 (50), 3.40 (75), 3.35 (100), 3.31 (150), and at 40 it was still falling fast."""
     from agentworld.rl.config import RLConfig, RolloutConfig
 
     engine = EngineConfig(max_model_len=1024 + 64, dtype="float32")
     rollout = RolloutConfig(max_prompt_tokens=1024, engine=engine)
     return Recipe(
         name="debug_cpu",
-        train=TrainConfig(expert_parallel_size=2, seq_len=1024),
+        train=TrainConfig(expert_parallel_size=2, seq_len=1024, sft_max_steps=100),
         evaluate=_cpu_evaluate(seq_len=1024),
         rl=RLConfig(rollout=rollout),
     )
