@@ -152,6 +152,10 @@ class ShellSession:
         if self.proc.poll() is None:
             _killpg(self.proc.pid)
             self.proc.wait(timeout=10)
+        # The process waited on is unshare: it is gone before the kernel has finished
+        # killing its PID namespace, and job control put background jobs in process
+        # groups of their own. Return only when nothing of the session is left.
+        _end_session(self.proc.pid)
         os.close(self._fd)
         self.proc = None
 
@@ -248,3 +252,34 @@ def _killpg(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+
+
+def _session_members(sid: int) -> list[int]:
+    """Live (not zombie) processes whose session id is ``sid``, from /proc."""
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:  # exited meanwhile
+            continue
+        # After the command name in parentheses: state, ppid, pgrp, session, ...
+        state, _, _, session = stat[stat.rindex(b")") + 2 :].split()[:4]
+        if int(session) == sid and state != b"Z":
+            members.append(int(entry))
+    return members
+
+
+def _end_session(sid: int, timeout_s: float = 10.0) -> None:
+    """SIGKILL every process left in session ``sid`` (the sandbox's setsid) and wait
+    until none is alive, at most ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while (members := _session_members(sid)) and time.monotonic() < deadline:
+        for pid in members:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.02)
