@@ -83,24 +83,18 @@ class TrainConfig:
             grad_accum_steps=self.grad_accum_steps,
             learning_rate=self.learning_rate,
             max_steps=self.max_steps,
+            sft_max_steps=self.sft_max_steps,
+            sft_learning_rate=self.sft_learning_rate,
             eval_every=self.eval_every,
             checkpoint_every=self.checkpoint_every,
             keep_checkpoints=self.keep_checkpoints,
         )
-        if self.warmup_steps >= self.max_steps:
-            raise ConfigError(
-                "train.warmup_steps",
-                f"{self.warmup_steps} must be below max_steps {self.max_steps}",
-            )
-        if self.sft_max_steps is not None and self.warmup_steps >= self.sft_max_steps:
-            raise ConfigError(
-                "train.warmup_steps",
-                f"{self.warmup_steps} must be below sft_max_steps {self.sft_max_steps}",
-            )
-        for name in ("sft_max_steps", "sft_learning_rate"):
-            value = getattr(self, name)
-            if value is not None and value <= 0:
-                raise ConfigError(f"train.{name}", f"must be > 0 (or unset), got {value}")
+        for name in ("max_steps", "sft_max_steps"):
+            steps = getattr(self, name)
+            if steps is not None and self.warmup_steps >= steps:
+                raise ConfigError(
+                    "train.warmup_steps", f"{self.warmup_steps} must be below {name} {steps}"
+                )
 
     def for_stage(self, stage: str) -> TrainConfig:
         """The settings a ``stage`` run trains with: SFT's own steps and learning rate
