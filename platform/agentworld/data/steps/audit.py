@@ -5,6 +5,7 @@ survivor included, with cluster ids and what it duplicates)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,11 +13,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from agentworld.data.hashed_shards import write_sharded
-from agentworld.data.labels import only_state
-from agentworld.data.steps.base import Done, Step, StepContext, StepResult
+from agentworld.data.labels import STATE_FIELDS, only_state
+from agentworld.data.steps.base import LABEL_INPUTS, Done, Step, StepContext, StepResult
 from agentworld.data.steps.count import CountResult
 from agentworld.data.steps.dedup import DedupResult
 
+STATE_NAMES = [name for name, _ in STATE_FIELDS]
 QUARANTINE_COLUMNS = [
     "uid",
     "input",
@@ -68,7 +70,7 @@ def run(ctx: StepContext, done: Done) -> AuditResult:
     from agentworld.data.report import state_tables
 
     shards = write_audit(
-        ctx.labelled(),
+        ctx.labelled,
         ctx.job.out,
         counts=state_tables(done[CountResult].states)["totals"],
         clustered=done[DedupResult].clustered,
@@ -90,7 +92,7 @@ def _clustered(block: pa.Table) -> pa.Table:
 
 
 def write_audit(
-    labelled,
+    labelled: Callable[[list[str]], Any],
     out_url: str,
     *,
     counts: dict[str, int],
@@ -98,7 +100,10 @@ def write_audit(
     rows_per_shard: int,
     storage_options: dict[str, Any],
 ) -> dict[str, int]:
-    """Write the three audit directories; returns shards written per directory."""
+    """Write the three audit directories; returns shards written per directory.
+    ``labelled(columns)``: the labelled ingest rows, reading only those ingest columns.
+    Each directory reads the columns it writes: the features (shingles, bands: most of
+    an ingest row) and, outside contaminated/, the record are never read."""
     from agentworld.io import join
 
     plans = [
@@ -120,7 +125,8 @@ def write_audit(
     ]
     shards = {}
     for name, fn, kwargs, n_rows, columns in plans:
-        rows = labelled.map_batches(fn, batch_format="pyarrow", fn_kwargs=kwargs or None)
+        read = sorted({*columns, *LABEL_INPUTS} - set(STATE_NAMES))
+        rows = labelled(read).map_batches(fn, batch_format="pyarrow", fn_kwargs=kwargs or None)
         stats = write_sharded(
             rows,
             join(out_url, name),
