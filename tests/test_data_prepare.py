@@ -229,9 +229,18 @@ def test_sft_loss_masks_decode_to_exactly_the_observations(prepared):
 def test_packing_efficiency_and_splits_on_the_collected_corpus(prepared):
     report, out = prepared["report"], prepared["out"]
     seq_len = prepared["job"].recipe.train.seq_len
-    cpt = [_packed(out, "cpt", split) for split in ("train", "eval")]
-    used = sum(sum(sum(x) for x in t.column("doc_lens").to_pylist()) for t in cpt)
-    assert used / (sum(t.num_rows for t in cpt) * seq_len) >= 0.95
+    split_min = prepared["job"].data.cpt_split_min
+    # CPT documents may be cut, so a row closes only with fewer than split_min tokens
+    # free: every row of a shard but its emptiest is at least 1 - 32/1024 full. (The
+    # share over all rows is no guarantee on this corpus: 23 rows in two shards, whose
+    # last rows are partly empty, gave 0.94 in one CI run.)
+    shards = [
+        s for split in ("train", "eval") for s in list_shards(join(out, "packed", "cpt", split))
+    ]
+    assert shards
+    for shard in shards:
+        fills = sorted(sum(x) for x in read_parquet(shard).column("doc_lens").to_pylist())
+        assert all(seq_len - f < split_min for f in fills[1:]), (shard, fills)
     for split in ("train", "eval"):
         # SFT samples are never cut, and samples longer than half a row cannot share
         # one; best fit still leaves at most one row half empty or worse.
