@@ -36,16 +36,7 @@ def debug_cpu() -> Recipe:
 
 def small_cpu() -> Recipe:
     """A 23M-parameter MoE (hidden 512, 6 layers, 8 experts): CPU benchmarks where
-    engine overheads no longer dominate. RL takes prompts as long as SFT trains on and
-    writes up to 256 new tokens. On bench_fidelity's corpus (400 episodes, 2304 training
-    contexts) the defaults (768 prompt, 48 new tokens) kept 1200 contexts: MCP 12%,
-    search 32%, SWE 33%, terminal 99% (an observation that does not fit is left out:
-    every rollout there is cut and the format gate scores it 0). At 1024 and 256 it
-    keeps 2240: MCP 100%, search 87%, SWE 96%, terminal 100%."""
-    from agentworld.rl.config import RLConfig, RolloutConfig
-
-    engine = EngineConfig(max_model_len=1024 + 256, dtype="float32")
-    rollout = RolloutConfig(max_prompt_tokens=1024, max_new_tokens=256, engine=engine)
+    engine overheads no longer dominate."""
     return Recipe(
         name="small_cpu",
         model=ModelConfig(
@@ -62,7 +53,6 @@ def small_cpu() -> Recipe:
         ),
         train=TrainConfig(seq_len=1024, micro_batch_size=2, max_steps=100, learning_rate=5e-4),
         evaluate=_cpu_evaluate(seq_len=1024),
-        rl=RLConfig(rollout=rollout),
     )
 
 
