@@ -233,7 +233,7 @@ def test_packing_efficiency_and_splits_on_the_collected_corpus(prepared):
     # CPT documents may be cut, so a row closes only with fewer than split_min tokens
     # free: every row of a shard but its emptiest is at least 1 - 32/1024 full. (The
     # share over all rows is no guarantee on this corpus: 23 rows in two shards, whose
-    # last rows are partly empty, gave 0.94 in one CI run.)
+    # last rows are partly empty, gave 0.94 in one local run.)
     shards = [
         s for split in ("train", "eval") for s in list_shards(join(out, "packed", "cpt", split))
     ]
