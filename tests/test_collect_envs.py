@@ -106,6 +106,27 @@ def test_terminal_runaway_commands_are_stopped(terminal):
     assert left.stdout.strip() == ""
 
 
+@pytest.mark.parametrize("grace_s, killed", [(0.5, True), (8.0, False)])
+def test_an_interrupted_command_has_its_grace_period_to_return(grace_s, killed):
+    """After Ctrl-C the shell gets ``interrupt_grace_s`` to print its prompt: a command
+    whose INT trap takes 1.5 s to exit outlives a 0.5 s grace (the session is killed) and
+    fits in 8 s (interrupted; the session goes on)."""
+    from agentworld.collect.terminal.env import TerminalEnvironment
+
+    cfg = CollectConfig(command_timeout_s=1.0, interrupt_grace_s=grace_s)
+    with Workspace(cfg) as ws:
+        env = TerminalEnvironment(ws)
+        env.reset(_task())
+        try:
+            turn = run(env, "bash -c \"trap 'sleep 1.5; exit 130' INT; sleep 600 & wait\"")
+        finally:
+            env.close()
+    assert turn.metadata["timed_out"] is True
+    assert turn.metadata.get("session_ended", False) is killed
+    assert ("session killed" in turn.observation) is killed
+    assert ("interrupted" in turn.observation) is not killed
+
+
 def test_mcp_time_server_real_results_and_errors(workspace):
     from agentworld.collect.mcp.env import McpEnvironment
 

@@ -36,6 +36,10 @@ class CollectConfig:
     """Turns an episode may take before it is cut off."""
     command_timeout_s: float = 5.0
     """Time limit of one command, tool call or test run; the command is interrupted after it."""
+    interrupt_grace_s: float = 5.0
+    """Time an interrupted shell command (Ctrl-C) has to give the prompt back before the
+    session is killed. On a loaded machine bash took over 2 s to print its prompt after a
+    plain `sleep` was interrupted, and the session was killed for it."""
     output_cap_bytes: int = 8192
     """Bytes of one observation kept; the rest is dropped and the observation says so."""
     web_observation_cap: int = 2000
@@ -73,6 +77,7 @@ class CollectConfig:
                 raise ConfigError(f"collect.{name}", f"must be >= 1, got {getattr(self, name)}")
         for name in (
             "command_timeout_s",
+            "interrupt_grace_s",
             "output_cap_bytes",
             "web_observation_cap",
             "max_file_bytes",

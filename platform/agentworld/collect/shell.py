@@ -94,12 +94,14 @@ class ShellSession:
         spec: SandboxSpec,
         *,
         timeout_s: float = 5.0,
+        interrupt_grace_s: float = 5.0,
         output_cap: int = 8192,
         prompt: str = PROMPT,
         columns: int = 80,
         start_dir: str | None = None,
     ):
         self.spec, self.timeout_s, self.output_cap = spec, timeout_s, output_cap
+        self.interrupt_grace_s = interrupt_grace_s
         self.prompt, self.columns, self.start_dir = prompt, columns, start_dir
         self._token = secrets.token_hex(6)
         self._marker = re.compile(rb"\x1b\]777;" + self._token.encode() + rb";(-?\d+)\x07")
@@ -174,7 +176,7 @@ class ShellSession:
 
     def _interrupt(self, first: CommandResult, cap: _Capture, t0: float) -> CommandResult:
         os.write(self._fd, b"\x03")
-        after = self._read_until_prompt(2.0, cap=cap, t0=t0)
+        after = self._read_until_prompt(self.interrupt_grace_s, cap=cap, t0=t0)
         limit = f"{self.timeout_s:g}s time limit"
         if after.timed_out or after.session_ended:
             self.close()

@@ -71,6 +71,7 @@ class ShellEnvironment(Environment):
         self.shell = ShellSession(
             spec,
             timeout_s=self.config.command_timeout_s,
+            interrupt_grace_s=self.config.interrupt_grace_s,
             output_cap=self.config.output_cap_bytes,
             prompt=variety.prompt,
             columns=variety.columns,
