@@ -30,7 +30,13 @@ from agentworld.data import components, lsh, survivor
 from agentworld.data.config import DataConfig
 from agentworld.data.exact import EXACT_IN, EXACT_OUT, exact_partition
 from agentworld.data.labels import Labels
-from agentworld.data.placement import blocks_on_driver, broadcast, dataset_from_arrow, fetch
+from agentworld.data.placement import (
+    blocks_on_driver,
+    broadcast,
+    dataset_from_arrow,
+    fetch,
+    map_blocks,
+)
 
 MAX_CC_ROUNDS = 64
 Log = Callable[[str], None]
@@ -97,6 +103,15 @@ def _collect(ds, schema: pa.Schema) -> pa.Table:
     )
 
 
+def _gather(ds, schema: pa.Schema, cfg: DataConfig, keep=None, **kwargs) -> pa.Table:
+    """``schema``'s columns of the rows of a materialized dataset that ``keep`` (a block
+    filter) keeps, all when None, on the driver; the per-block work runs as plain tasks."""
+    tables = map_blocks(
+        ds, _project, workers=cfg.num_workers, columns=schema.names, keep=keep, **kwargs
+    )
+    return pa.concat_tables([t.cast(schema) for t in tables]) if tables else schema.empty_table()
+
+
 def _column_sum(ds, column: str) -> int:
     """Sum of a column: one number per block, added on the driver (no shuffle)."""
     partial = ds.map_batches(
@@ -106,6 +121,11 @@ def _column_sum(ds, column: str) -> int:
 
 
 # ---- block functions (run in tasks) ---------------------------------------------------
+
+
+def _project(block: pa.Table, *, columns: list[str], keep=None, **kwargs) -> pa.Table:
+    block = block.select(columns)
+    return keep(block, **kwargs) if keep is not None else block
 
 
 def _with_part(block: pa.Table, *, key: str, parts: int) -> pa.Table:
@@ -257,10 +277,7 @@ def _local_clusters(u: np.ndarray, v: np.ndarray, uids: np.ndarray, pkeys: pa.Ar
 
 def _near_local(pairs: np.ndarray, candidates, records, cfg: DataConfig, stats) -> pa.Table:
     """Verification, components and survivors on the driver (small candidate graph)."""
-    rows = _collect(
-        _map(records.select_columns(CANDIDATES.names), _only, holder=broadcast(candidates)),
-        CANDIDATES,
-    ).sort_by("uid")
+    rows = _gather(records, CANDIDATES, cfg, _only, holder=broadcast(candidates)).sort_by("uid")
     uids = rows.column("uid").to_numpy()
     flat, offsets = lsh.flat_sets(rows.column("shingles"))
     sims = lsh.pair_jaccards(pairs, uids, flat, offsets)
@@ -352,9 +369,9 @@ def near_stage(pairs, records, keys, cfg: DataConfig, stats, log: Log, limits: L
     return rows
 
 
-def _dedup_local(keys, cfg: DataConfig) -> tuple[pa.Table, np.ndarray | None]:
+def _dedup_local(records, cfg: DataConfig) -> tuple[pa.Table, np.ndarray | None]:
     """Exact clusters and candidate pairs on the driver (few records)."""
-    table = _collect(keys, EXACT_IN)
+    table = _gather(records, EXACT_IN, cfg)
     exact = exact_partition(table) if cfg.exact_dedup else _singletons(table)
     pairs = None
     if cfg.near_dedup:
@@ -369,11 +386,16 @@ def _dedup_local(keys, cfg: DataConfig) -> tuple[pa.Table, np.ndarray | None]:
 def find_duplicates(
     records, cfg: DataConfig, log: Log = print, limits: Limits = DEFAULT_LIMITS
 ) -> tuple[Labels, DedupStats]:
-    """Dedup clean records (a Dataset with uid, exact_hash, pkey, bands, shingles)."""
+    """Dedup clean records (a Dataset with uid, exact_hash, pkey, bands, shingles).
+
+    The records are materialized once, in the object store: every later pass (keys,
+    the candidates' shingles) reads those blocks instead of reading and filtering the
+    input again."""
     stats = DedupStats()
-    keys = records.select_columns(EXACT_IN.names).materialize()
-    if keys.count() <= limits.local_keys:
-        exact_rows, pairs = _dedup_local(keys, cfg)
+    records = records.materialize()
+    keys = records.select_columns(EXACT_IN.names)
+    if records.count() <= limits.local_keys:
+        exact_rows, pairs = _dedup_local(records, cfg)
         stats.extra["keys"] = "driver"
     else:
         exact = exact_stage(keys, cfg, limits)

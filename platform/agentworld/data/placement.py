@@ -146,6 +146,43 @@ def blocks_on_driver(ds) -> list:
     return [t for t in ray.get(ds.to_arrow_refs()) if t.num_rows]
 
 
+def map_blocks(ds, fn, *, workers: int, **kwargs) -> list:
+    """``fn(block, **kwargs)`` on every block of a materialized dataset, as plain Ray
+    tasks with at most ``workers`` in flight; the non-empty Arrow results on the driver,
+    in block order.
+
+    For light work on blocks already in the object store (dedup's projections and
+    semi-joins): a Ray Data execution of the same map schedules its tasks through its
+    executor loop, 0.15-0.3 s for 25 small blocks on 2 CPUs, where these tasks took 0.05 s.
+    """
+    import ray
+
+    task = _block_task()
+    results, in_flight = [], []
+    for ref in ds.to_arrow_refs():
+        if len(in_flight) >= workers:
+            _, in_flight = ray.wait(in_flight, num_returns=1)
+        results.append(task.remote(ref, fn, kwargs))
+        in_flight.append(results[-1])
+    return [t for t in ray.get(results) if t.num_rows]
+
+
+_TASKS: dict[str, Any] = {}
+
+
+def _block_task():
+    """The remote function of ``map_blocks`` (made once, when Ray is imported)."""
+    if "block" not in _TASKS:
+        import ray
+
+        @ray.remote(num_cpus=1)
+        def run_on_block(block, fn, kwargs):
+            return fn(block, **kwargs)
+
+        _TASKS["block"] = run_on_block
+    return _TASKS["block"]
+
+
 def dataset_from_arrow(table):
     """A Ray Dataset of one Arrow table held by the driver."""
     import ray

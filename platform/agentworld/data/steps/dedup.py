@@ -53,9 +53,15 @@ def run(ctx: StepContext, done: Done) -> DedupResult:
 STEP = Step("dedup", DedupResult, run)
 
 
+DEDUP_COLUMNS = ["uid", "exact_hash", "pkey", "bands", "shingles"]
+
+
 def clean_records(block: pa.Table) -> pa.Table:
+    """The dedup columns of the parsed, uncontaminated records. The columns are chosen
+    before the rows: filtering first copied every column of the block, the record's
+    JSON text included, only to drop them."""
     ok = pc.and_(
         pc.equal(block.column("status"), "ok"),
         pc.invert(block.column("contaminated").fill_null(False)),
     )
-    return block.filter(ok).select(["uid", "exact_hash", "pkey", "bands", "shingles"])
+    return block.select(DEDUP_COLUMNS).filter(ok)
