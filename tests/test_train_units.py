@@ -67,6 +67,20 @@ def test_collate_checks_positions_against_doc_lens():
         collate(row)
 
 
+def test_a_batch_moves_whole_to_the_model_device():
+    """collate builds batches on the CPU; the worker hands the engine ``batch.to(its
+    device)`` (a GPU rank's model refuses CPU inputs). Every field moves, values kept."""
+    batch = collate(_row([[5, 6, 7], [8, 9]], 8))
+    moved = batch.to("meta")
+    for f in dataclasses.fields(batch):
+        assert getattr(moved, f.name).device.type == "meta", f.name
+        assert getattr(moved, f.name).shape == getattr(batch, f.name).shape
+    back = batch.to("cpu")
+    assert all(
+        (getattr(back, f.name) == getattr(batch, f.name)).all() for f in dataclasses.fields(batch)
+    )
+
+
 def test_loss_targets_skip_document_starts_pad_and_unmasked_tokens():
     import torch
 

@@ -37,6 +37,16 @@ class PackedBatch:
         never a target: nothing before it is visible."""
         return self.loss_mask[:, 1:] & (self.position_ids[:, 1:] != 0) & self.valid[:, 1:]
 
+    def to(self, device) -> PackedBatch:
+        """The same batch on ``device``: collate builds it on the CPU, where a GPU rank's
+        model would refuse it."""
+        return PackedBatch(
+            input_ids=self.input_ids.to(device),
+            loss_mask=self.loss_mask.to(device),
+            position_ids=self.position_ids.to(device),
+            valid=self.valid.to(device),
+        )
+
     @property
     def num_tokens(self) -> int:
         """Real (non-pad) tokens in the batch."""

@@ -36,9 +36,11 @@ def _all_reduce_sum(values: list[float]) -> list[float]:
     import torch
     import torch.distributed as dist
 
-    t = torch.tensor(values, dtype=torch.float64)
+    # NCCL (Ray Train's backend on GPU workers) reduces only GPU tensors.
+    device = "cuda" if dist.get_backend() == "nccl" else "cpu"
+    t = torch.tensor(values, dtype=torch.float64, device=device)
     dist.all_reduce(t)
-    return t.tolist()
+    return t.cpu().tolist()
 
 
 def _all_gather_object(obj: Any) -> list[Any]:
@@ -70,7 +72,7 @@ def _losses(engine, batch: PackedBatch, recipe: Recipe):
     config = engine.module.config
     return forward_losses(
         engine,
-        batch,
+        batch.to(engine.device),
         aux_coef=recipe.model.router_aux_loss_coef,
         num_experts=config.num_experts,
         top_k=config.num_experts_per_tok,
