@@ -42,8 +42,8 @@ BASES = ("copy_previous", "retrieval")
 def load_rows(folder: Path, device: str) -> PackedBatch:
     """Every packed row under ``folder`` as one PackedBatch (N, T) on ``device``."""
     tables = [pq.read_table(p, columns=list(COLUMNS)) for p in sorted(folder.glob("*.parquet"))]
-    b = collate({k: [v for t in tables for v in t.column(k).to_pylist()] for k in COLUMNS})
-    return PackedBatch(*(x.to(device) for x in (b.input_ids, b.loss_mask, b.position_ids, b.valid)))
+    columns = {k: [v for t in tables for v in t.column(k).to_pylist()] for k in COLUMNS}
+    return collate(columns).to(device)
 
 
 def take(b: PackedBatch, idx) -> PackedBatch:

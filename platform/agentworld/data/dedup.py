@@ -94,13 +94,15 @@ def _parts(cfg: DataConfig, rows: int, limits: Limits) -> int:
     )
 
 
+def _as_table(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
+    """Blocks brought to the driver as one table of ``schema``."""
+    if not tables:
+        return schema.empty_table()
+    return pa.concat_tables([t.select(schema.names).cast(schema) for t in tables])
+
+
 def _collect(ds, schema: pa.Schema) -> pa.Table:
-    tables = blocks_on_driver(ds)
-    return (
-        pa.concat_tables([t.select(schema.names).cast(schema) for t in tables])
-        if tables
-        else schema.empty_table()
-    )
+    return _as_table(blocks_on_driver(ds), schema)
 
 
 def _gather(ds, schema: pa.Schema, cfg: DataConfig, keep=None, **kwargs) -> pa.Table:
@@ -109,7 +111,7 @@ def _gather(ds, schema: pa.Schema, cfg: DataConfig, keep=None, **kwargs) -> pa.T
     tables = map_blocks(
         ds, _project, workers=cfg.num_workers, columns=schema.names, keep=keep, **kwargs
     )
-    return pa.concat_tables([t.cast(schema) for t in tables]) if tables else schema.empty_table()
+    return _as_table(tables, schema)
 
 
 def _column_sum(ds, column: str) -> int:

@@ -11,6 +11,7 @@ the driver is turned into explicit storage options that travel with each task.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -167,20 +168,17 @@ def map_blocks(ds, fn, *, workers: int, **kwargs) -> list:
     return [t for t in ray.get(results) if t.num_rows]
 
 
-_TASKS: dict[str, Any] = {}
-
-
+@functools.cache
 def _block_task():
-    """The remote function of ``map_blocks`` (made once, when Ray is imported)."""
-    if "block" not in _TASKS:
-        import ray
+    """The remote function of ``map_blocks`` (made once, when first needed: Ray is
+    imported there, not at this module's import)."""
+    import ray
 
-        @ray.remote(num_cpus=1)
-        def run_on_block(block, fn, kwargs):
-            return fn(block, **kwargs)
+    @ray.remote(num_cpus=1)
+    def run_on_block(block, fn, kwargs):
+        return fn(block, **kwargs)
 
-        _TASKS["block"] = run_on_block
-    return _TASKS["block"]
+    return run_on_block
 
 
 def dataset_from_arrow(table):
