@@ -277,6 +277,78 @@ def test_best_fit_decreasing_packs_each_document_once_without_crossing():
     assert bins == [[(0, 0, 5), (1, 0, 5)], [(2, 0, 5)]]
 
 
+def test_packed_shards_are_written_a_chunk_at_a_time_with_the_rows_of_a_whole_pack(tmp_path):
+    """The pack step's shard holds exactly pack_documents' rows, in its order, written
+    as row groups of at most chunk_rows rows; the samples step's shard holds its group
+    sorted, also a bounded row group at a time."""
+    import pyarrow.parquet as pq
+
+    from agentworld.data.bin_packing import packed_chunks
+    from agentworld.data.hashed_shards import write_group
+    from agentworld.data.packed_shards import pack_group
+
+    rng = np.random.default_rng(2)
+    lengths = rng.integers(5, 200, size=900).tolist()
+    tokens = [rng.integers(0, 50, size=n).astype(np.int32) for n in lengths]
+    masks = [(rng.random(n) < 0.5).astype(np.int8) for n in lengths]
+    keys = [f"d{i:03d}" for i in range(900)]
+    whole = pack_documents(tokens, masks, keys, seq_len=256, pad_id=-1, seed=5)
+    chunks = list(packed_chunks(tokens, masks, keys, seq_len=256, pad_id=-1, seed=5, chunk_rows=64))
+    assert len(chunks) > 3 and max(c.num_rows for c in chunks) == 64
+    assert pa.concat_tables(chunks).equals(whole)
+
+    group = pa.table(
+        {
+            "kind": ["sft"] * 900,
+            "split": ["train"] * 900,
+            "key": keys,
+            "tokens": pa.array([t.tolist() for t in tokens], pa.list_(pa.int32())),
+            "mask": pa.array([m.tolist() for m in masks], pa.list_(pa.int8())),
+            "shard": ["sft/train/part-00000.parquet"] * 900,
+        }
+    )
+    kwargs = dict(
+        base_url=str(tmp_path), seq_len=256, pad_id=-1, seed=5, cpt_split_min=0, chunk_rows=64
+    )
+    stats = pack_group(group, storage_options={}, **kwargs).to_pylist()[0]
+    shard = pq.ParquetFile(tmp_path / "sft/train/part-00000.parquet")
+    assert shard.metadata.num_row_groups > 1
+    assert max(shard.metadata.row_group(i).num_rows for i in range(shard.num_row_groups)) == 64
+    written = shard.read()
+    assert written.num_rows == stats["rows"] and stats["docs"] == 900
+    assert stats["tokens"] == sum(lengths) and stats["targets"] == int(sum(m.sum() for m in masks))
+    # Same rows as packing the group whole, with the seed the shard's name gives.
+    from agentworld.data.text import hash64
+
+    seed = (5 ^ hash64("sft/train/part-00000.parquet")) & 0xFFFFFFFF
+    assert written.equals(pack_documents(tokens, masks, keys, seq_len=256, pad_id=-1, seed=seed))
+    # A rerun keeps the shard and counts it the same.
+    assert pack_group(group, storage_options={}, **kwargs).to_pylist()[0] == stats
+
+    order = rng.permutation(900)
+    rows = pa.table(
+        {
+            "t": [f"t{i // 7:03d}" for i in order],
+            "turn": [int(i % 7) for i in order],
+            "shard": ["s"] * 900,
+        }
+    )
+    write_group(
+        rows,
+        base_url=str(tmp_path / "samples"),
+        columns=["t", "turn"],
+        sort_by=["t", "turn"],
+        skip_existing=False,
+        storage_options={},
+        chunk_rows=100,
+    )
+    shard = pq.ParquetFile(tmp_path / "samples" / "s")
+    assert shard.num_row_groups == 9
+    assert shard.read().to_pylist() == sorted(
+        rows.select(["t", "turn"]).to_pylist(), key=lambda r: (r["t"], r["turn"])
+    )
+
+
 def test_minimum_bin_slack_fills_rows_better_and_keeps_documents_whole():
     # Best fit puts 3 beside 6 and needs a fourth row; the best subset per row needs three.
     lengths, keys = [6, 5, 2, 9, 3, 2, 2], list("abcdefg")

@@ -17,6 +17,9 @@ document in its row, and the first token of a piece is not a target.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 import numpy as np
 import pyarrow as pa
 
@@ -146,6 +149,15 @@ def pack_rows(
 
 
 def pack_documents(
+    tokens: list[np.ndarray], masks: list[np.ndarray], keys: list[str], **packing: Any
+) -> pa.Table:
+    """Rows of PACKED_SCHEMA holding every token of every document exactly once;
+    ``packing``: the keywords of ``packed_chunks`` (seq_len, pad_id, seed, split_min)."""
+    chunks = list(packed_chunks(tokens, masks, keys, **packing))
+    return pa.concat_tables(chunks) if chunks else PACKED_SCHEMA.empty_table()
+
+
+def packed_chunks(
     tokens: list[np.ndarray],
     masks: list[np.ndarray],
     keys: list[str],
@@ -154,35 +166,48 @@ def pack_documents(
     pad_id: int,
     seed: int,
     split_min: int = 0,
-) -> pa.Table:
-    """Rows of PACKED_SCHEMA holding every token of every document exactly once."""
+    chunk_rows: int = 1024,
+) -> Iterator[pa.Table]:
+    """The rows of ``pack_documents``, in the same order, as tables of at most
+    ``chunk_rows`` rows: the bins are chosen from the lengths alone, then each chunk's
+    rows are filled into one preallocated array per column and handed to Arrow without
+    a copy, so a writer holds one chunk of output at a time, not the group's."""
     bins = pack_rows([t.size for t in tokens], keys, seq_len, split_min=split_min)
     order = np.random.Generator(np.random.PCG64(seed)).permutation(len(bins))
-    cols: dict[str, list] = {name: [] for name in PACKED_SCHEMA.names}
-    for b in order:
-        ids = np.full(seq_len, pad_id, dtype=np.int32)
-        mask = np.zeros(seq_len, dtype=np.int8)
-        pos = np.zeros(seq_len, dtype=np.int32)
-        at = 0
-        for i, start, end in bins[b]:
-            n = end - start
-            ids[at : at + n] = tokens[i][start:end]
-            mask[at : at + n] = masks[i][start:end]
-            mask[at] = 0 if start else mask[at]  # a continued piece starts a new document
-            pos[at : at + n] = np.arange(n, dtype=np.int32)
-            at += n
-        cols["input_ids"].append(ids)
-        cols["loss_mask"].append(mask)
-        cols["position_ids"].append(pos)
-        cols["doc_lens"].append(np.array([e - s for _, s, e in bins[b]], dtype=np.int32))
-    return pa.table({name: _list_array(cols[name], name) for name in cols}, schema=PACKED_SCHEMA)
+    for first in range(0, len(order), chunk_rows):
+        chunk = order[first : first + chunk_rows]
+        ids = np.full((len(chunk), seq_len), pad_id, dtype=np.int32)
+        mask = np.zeros((len(chunk), seq_len), dtype=np.int8)
+        pos = np.zeros((len(chunk), seq_len), dtype=np.int32)
+        doc_lens: list[int] = []
+        docs_per_row = np.zeros(len(chunk) + 1, dtype=np.int32)
+        for r, b in enumerate(chunk):
+            at = 0
+            for i, start, end in bins[b]:
+                n = end - start
+                ids[r, at : at + n] = tokens[i][start:end]
+                mask[r, at : at + n] = masks[i][start:end]
+                mask[r, at] = 0 if start else mask[r, at]  # a continued piece starts a document
+                pos[r, at : at + n] = np.arange(n, dtype=np.int32)
+                doc_lens.append(n)
+                at += n
+            docs_per_row[r + 1] = len(bins[b])
+        rows = np.arange(0, (len(chunk) + 1) * seq_len, seq_len, dtype=np.int32)
+        yield pa.table(
+            {
+                "input_ids": _list_array(rows, ids),
+                "loss_mask": _list_array(rows, mask),
+                "position_ids": _list_array(rows, pos),
+                "doc_lens": _list_array(np.cumsum(docs_per_row, dtype=np.int32), doc_lens),
+            },
+            schema=PACKED_SCHEMA,
+        )
 
 
-def _list_array(rows: list[np.ndarray], name: str) -> pa.Array:
-    typ = PACKED_SCHEMA.field(name).type
-    offsets = np.cumsum([0] + [r.size for r in rows]).astype(np.int32)
-    flat = np.concatenate(rows) if rows else np.empty(0)
-    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat, type=typ.value_type))
+def _list_array(offsets: np.ndarray, values) -> pa.Array:
+    """A list array over flat ``values`` (a numpy array is wrapped, not copied)."""
+    values = np.asarray(values, dtype=np.int32) if isinstance(values, list) else values
+    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(values.ravel()))
 
 
 def efficiency(table: pa.Table, seq_len: int) -> float:

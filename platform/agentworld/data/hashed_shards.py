@@ -44,15 +44,24 @@ def write_group(
     sort_by: list[str],
     skip_existing: bool,
     storage_options: dict[str, Any],
+    chunk_rows: int = 4096,
 ) -> pa.Table:
-    """Write one shard (all rows of one ``shard`` value)."""
-    from agentworld.io import exists, join, write_parquet
+    """Write one shard (all rows of one ``shard`` value), sorted, a row group of at
+    most ``chunk_rows`` rows at a time: the rows are taken in sorted order chunk by
+    chunk, so the task never holds a sorted copy of its group beside the group."""
+    import pyarrow.compute as pc
+
+    from agentworld.io import exists, join, write_parquet_chunks
 
     name = group.column("shard")[0].as_py()
     url = join(base_url, name)
     if not (skip_existing and exists(url, **storage_options)):
-        table = group.sort_by([(c, "ascending") for c in sort_by]).select(columns)
-        write_parquet(url, table, **storage_options)
+        order = pc.sort_indices(group, sort_keys=[(c, "ascending") for c in sort_by])
+        table = group.select(columns)
+        chunks = (
+            table.take(order.slice(at, chunk_rows)) for at in range(0, len(order), chunk_rows)
+        )
+        write_parquet_chunks(url, table.schema, chunks, **storage_options)
     return pa.table({"shard": [name], "rows": [group.num_rows]}, schema=SHARD_STATS)
 
 

@@ -9,13 +9,15 @@ are written."""
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from agentworld.data.bin_packing import pack_documents
+from agentworld.data.bin_packing import PACKED_SCHEMA, packed_chunks
 from agentworld.data.hashed_shards import shard_index, shard_name
 from agentworld.data.placement import map_groups_via_storage
 from agentworld.data.text import hash64
@@ -66,17 +68,26 @@ def pack_group(
     seed: int,
     cpt_split_min: int,
     storage_options: dict[str, Any],
+    chunk_rows: int = 1024,
 ) -> pa.Table:
-    """Pack one group into its shard (or keep the shard a killed run already wrote)."""
-    from agentworld.io import exists, join, read_parquet, write_parquet
+    """Pack one group into its shard (or keep the shard a killed run already wrote).
+    The shard is written a row group (``chunk_rows`` rows) at a time as its rows are filled: a task holds
+    its group's samples and one chunk of packed rows, never the packed group."""
+    import pyarrow.parquet as pq
+
+    from agentworld.io import exists, get_fs, join, write_parquet_chunks
 
     name = group.column("shard")[0].as_py()
     kind = group.column("kind")[0].as_py()
     url = join(base_url, name)
+    count = _PackCount()
     if exists(url, **storage_options):
-        packed = read_parquet(url, **storage_options)
+        fs, path = get_fs(url, **storage_options)
+        with fs.open(path, "rb") as f:
+            for batch in pq.ParquetFile(f).iter_batches(columns=["doc_lens", "loss_mask"]):
+                count.add(batch)
     else:
-        packed = pack_documents(
+        chunks = packed_chunks(
             [np.asarray(t.values) for t in group.column("tokens")],
             [np.asarray(m.values) for m in group.column("mask")],
             group.column("key").to_pylist(),
@@ -84,21 +95,40 @@ def pack_group(
             pad_id=pad_id,
             seed=(seed ^ hash64(name)) & 0xFFFFFFFF,
             split_min=cpt_split_min if kind == "cpt" else 0,
+            chunk_rows=chunk_rows,
         )
-        write_parquet(url, packed, **storage_options)
-    doc_lens = pc.list_flatten(packed.column("doc_lens"))
+        write_parquet_chunks(url, PACKED_SCHEMA, count.counted(chunks), **storage_options)
     return pa.table(
         {
             "shard": [name],
             "kind": [kind],
             "split": [group.column("split")[0].as_py()],
-            "rows": [packed.num_rows],
+            "rows": [count.rows],
             "docs": [group.num_rows],
-            "tokens": [pc.sum(doc_lens).as_py() or 0],
-            "targets": [pc.sum(pc.list_flatten(packed.column("loss_mask"))).as_py() or 0],
+            "tokens": [count.tokens],
+            "targets": [count.targets],
         },
         schema=PACK_STATS,
     )
+
+
+@dataclass
+class _PackCount:
+    """Rows, tokens and targets of a shard's packed rows, added chunk by chunk."""
+
+    rows: int = 0
+    tokens: int = 0
+    targets: int = 0
+
+    def add(self, chunk) -> None:
+        self.rows += chunk.num_rows
+        self.tokens += pc.sum(pc.list_flatten(chunk.column("doc_lens"))).as_py() or 0
+        self.targets += pc.sum(pc.list_flatten(chunk.column("loss_mask"))).as_py() or 0
+
+    def counted(self, chunks: Iterator[pa.Table]) -> Iterator[pa.Table]:
+        for chunk in chunks:
+            self.add(chunk)
+            yield chunk
 
 
 def pack_samples(

@@ -11,6 +11,7 @@ from agentworld.io.shards import (
     read_records,
     write_jsonl,
     write_parquet,
+    write_parquet_chunks,
 )
 from agentworld.io.storage import (
     absolute_url,
@@ -42,4 +43,5 @@ __all__ = [
     "write_jsonl",
     "write_manifest",
     "write_parquet",
+    "write_parquet_chunks",
 ]

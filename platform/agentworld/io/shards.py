@@ -187,6 +187,19 @@ def write_parquet(url: str, table: pa.Table | list[Trajectory], **storage_option
     return table.num_rows
 
 
+def write_parquet_chunks(
+    url: str, schema: pa.Schema, chunks: Iterable[pa.Table], **storage_options: Any
+) -> int:
+    """Write tables of ``schema`` as one Parquet shard, atomically, each as its own row
+    group as it comes: a writer holds one chunk at a time, never the shard."""
+    rows = 0
+    with atomic_write(url, "wb", **storage_options) as f, pq.ParquetWriter(f, schema) as writer:
+        for chunk in chunks:
+            writer.write_table(chunk, row_group_size=max(1, chunk.num_rows))
+            rows += chunk.num_rows
+    return rows
+
+
 def read_parquet(url: str, **storage_options: Any) -> pa.Table:
     fs, path = get_fs(url, **storage_options)
     with fs.open(path, "rb") as f:
