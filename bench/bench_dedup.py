@@ -1,5 +1,6 @@
-"""Near-duplicate throughput: prepare's dedup on Ray Data (ingest with features, then
-exact + MinHash-LSH near-dup) against datasketch's MinHashLSH in one process, both
+"""Near-duplicate throughput: prepare's dedup on Ray (its ingest step's tasks read,
+featurize and write the records to staging files; its dedup step reads them back and
+runs exact + MinHash-LSH near-dup) against datasketch's MinHashLSH in one process, both
 starting from the same JSONL files of a generated corpus with planted duplicates; and
 1 vs 2 Ray workers on the same files.
 
@@ -7,7 +8,8 @@ Like for like: both sides read and parse the same files inside their timer, shin
 the same words (word 5-grams of the same normalized text), use 128 permutations and
 threshold 0.8, and keep the same record of a cluster (the original). datasketch
 clusters its LSH candidates without verification; ours verifies every candidate pair
-by its actual Jaccard and also validates every record. The Ray cluster gets as many
+by its actual Jaccard, validates every record, and writes and reads its staging
+files inside its timer. The Ray cluster gets as many
 CPUs as the machine has cores. Figures: records/s, the ratios, and precision / recall
 of the removed records against the planted truth; also the CPU-seconds each side
 spent (datasketch's process; ours: the driver and this cluster's workers), which a
@@ -124,29 +126,35 @@ def cluster_cpu_seconds() -> float:
 
 
 def ours(url: str, workers: int) -> tuple[set[str], dict[str, float], dict]:
-    """Removed ids, seconds (ingest, dedup, total, cpu) and dedup stats."""
+    """Removed ids, seconds (ingest, dedup, total, cpu) and dedup stats, through
+    prepare's own path: the ingest step's tasks write the featurized records to staging
+    files, and dedup reads them back from there."""
     import pyarrow as pa
-    import ray
 
     from agentworld.data import DataConfig
     from agentworld.data.dedup import find_duplicates
     from agentworld.data.labels import label_block
-    from agentworld.data.placement import data_context
-    from agentworld.data.steps.dedup import clean_records
-    from agentworld.data.steps.ingest import ingest_dataset
+    from agentworld.data.placement import data_context, staging_files
+    from agentworld.data.steps.dedup import clean_records_of
+    from agentworld.data.steps.ingest import ingest_to_staging
+    from agentworld.io import read_parquet
 
     cfg = DataConfig(num_workers=workers, progress_bars=False)
+    staging = tempfile.mkdtemp(prefix="bench-dedup-staging-")
     c0 = cluster_cpu_seconds()
     t0 = time.perf_counter()
     with data_context(cfg):
-        rows = ingest_dataset([url], cfg, {}, None).materialize()
+        ingest_to_staging([url], cfg, {}, None, url=staging, staging_options={}, log=lambda m: None)
         t1 = time.perf_counter()
         labels, stats = find_duplicates(
-            rows.map_batches(clean_records, batch_format="pyarrow"), cfg, log=lambda m: None
+            clean_records_of(staging, {}, workers=cfg.num_workers), cfg, log=lambda m: None
         )
     t2 = time.perf_counter()
     cpu = cluster_cpu_seconds() - c0
-    table = label_block(pa.concat_tables(ray.get(rows.to_arrow_refs())), labels)
+    table = label_block(
+        pa.concat_tables([read_parquet(f) for f in staging_files(staging, {})]), labels
+    )
+    shutil.rmtree(staging, ignore_errors=True)
     removed = {
         t
         for t, s in zip(

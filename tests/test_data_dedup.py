@@ -26,24 +26,27 @@ def planted(tmp_path_factory):
 
 
 def _dedup(url: str, cfg: DataConfig, limits=None):
-    """(per-record table with trajectory_id and final state, dedup stats)."""
-    import ray
+    """(per-record table with trajectory_id and final state, dedup stats), through the
+    steps' own path: ingest to staging, then dedup over the staging files."""
+    import tempfile
 
     from agentworld.data.dedup import DEFAULT_LIMITS, find_duplicates
     from agentworld.data.labels import label_block
-    from agentworld.data.placement import data_context
-    from agentworld.data.steps.dedup import clean_records
-    from agentworld.data.steps.ingest import ingest_dataset
+    from agentworld.data.placement import data_context, staging_files
+    from agentworld.data.steps.dedup import clean_records_of
+    from agentworld.data.steps.ingest import ingest_to_staging
+    from agentworld.io import read_parquet
 
+    staging = tempfile.mkdtemp(prefix="dedup-staging-")
     with data_context(cfg):
-        rows = ingest_dataset([url], cfg, {}, None).materialize()
+        ingest_to_staging([url], cfg, {}, None, url=staging, staging_options={}, log=lambda m: None)
         labels, stats = find_duplicates(
-            rows.map_batches(clean_records, batch_format="pyarrow"),
+            clean_records_of(staging, {}, workers=cfg.num_workers),
             cfg,
             log=lambda m: None,
             limits=limits or DEFAULT_LIMITS,
         )
-        table = pa.concat_tables(ray.get(rows.to_arrow_refs()))
+    table = pa.concat_tables([read_parquet(f) for f in staging_files(staging, {})])
     out = label_block(table, labels).select(
         ["uid", "trajectory_id", "state", "dup_of", "kept_uid", "exact_cluster", "near_cluster"]
     )

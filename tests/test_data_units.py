@@ -76,6 +76,37 @@ def test_reader_quarantines_bad_lines_and_byte_ranges_read_each_line_once(tmp_pa
     assert len(short) == sum(len(t.turns) < 3 for t in trajs) > 0
 
 
+def test_an_ingest_task_run_again_rewrites_its_own_staging_files(tmp_path):
+    """Ray reruns a task whose worker died: the rerun must replace what the first try
+    wrote, not add to it (the staging files hold every input line exactly once)."""
+    from agentworld.data.placement import staging_files
+    from agentworld.data.steps.ingest import feature_spec, ingest_range, reader_spec
+    from agentworld.io import read_parquet
+
+    path = tmp_path / "in" / "part-00000.jsonl"
+    path.parent.mkdir()
+    path.write_text(
+        "\n".join([t.to_json() for t in sample_trajectories(40)] + list(BAD_LINES)) + "\n"
+    )
+    cfg, staging = DataConfig(block_records=7), str(tmp_path / "staging")
+    ranges = plan_ranges([str(path)], split_bytes=2000, storage_options={})
+    assert len(ranges) > 1
+    kwargs = dict(
+        reader=reader_spec(cfg, {}),
+        features=feature_spec(cfg),
+        index_holder=None,
+        url=staging,
+        storage_options={},
+    )
+    rows = [ingest_range(r, **kwargs) for r in ranges]
+    first = sorted(staging_files(staging, {}))
+    assert ingest_range(ranges[1], **kwargs) == rows[1]  # the retry
+    assert sorted(staging_files(staging, {})) == first
+    written = pa.concat_tables([read_parquet(f) for f in first])
+    assert written.num_rows == sum(rows) == 40 + len(BAD_LINES)
+    assert len(set(written.column("uid").to_pylist())) == written.num_rows
+
+
 def test_reader_adapts_awb_rows_chat_and_gzip(tmp_path):
     trajs = sample_trajectories(4, seed=3)
     write_jsonl(str(tmp_path / "awb.jsonl"), [row for t in trajs for row in trajectory_to_rows(t)])

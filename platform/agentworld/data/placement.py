@@ -13,11 +13,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from agentworld.data.config import DataConfig
-from agentworld.data.ingest_rows import INGEST_SCHEMA, ReaderSpec, ReadRange, read_range
 
 _BROADCAST_CACHE: dict[str, Any] = {}
 TARGET_BLOCK_BYTES = 32 * 1024 * 1024
@@ -149,36 +148,75 @@ def blocks_on_driver(ds) -> list:
 
 def map_blocks(ds, fn, *, workers: int, **kwargs) -> list:
     """``fn(block, **kwargs)`` on every block of a materialized dataset, as plain Ray
-    tasks with at most ``workers`` in flight; the non-empty Arrow results on the driver,
-    in block order.
+    tasks (``run_tasks``); the non-empty Arrow results on the driver, in block order.
 
     For light work on blocks already in the object store (dedup's projections and
     semi-joins): a Ray Data execution of the same map schedules its tasks through its
     executor loop, 0.15-0.3 s for 25 small blocks on 2 CPUs, where these tasks took 0.05 s.
     """
+    tables = run_tasks(fn, ds.to_arrow_refs(), workers=workers, fn_kwargs=kwargs)
+    return [t for t in tables if t.num_rows]
+
+
+def run_tasks(
+    fn,
+    items: list,
+    *,
+    workers: int,
+    fn_kwargs: dict[str, Any] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    refs: bool = False,
+) -> list:
+    """``fn(item, **fn_kwargs)`` for every item, each a plain Ray task of one CPU with
+    at most ``workers`` in flight; the results, in item order (their object refs with
+    ``refs``: blocks that stay in the object store). ``progress(done, total)`` is
+    called as tasks finish. An item may be an object ref (a block): the task gets its
+    value.
+
+    Ray Data runs a stage's tasks from an executor loop on the driver that polls and
+    reshapes blocks; on a small cluster that loop takes CPU from the workers it feeds
+    (ingest on 2 CPUs: 2.7 s through Ray Data, 2.2 s as these tasks, 1.9 s for the same
+    kernel in two plain processes)."""
     import ray
 
-    task = _block_task()
-    results, in_flight = [], []
-    for ref in ds.to_arrow_refs():
+    task, kwargs = _task(), fn_kwargs or {}
+    results, in_flight, finished = [], [], 0
+
+    def wait(n: int) -> None:
+        nonlocal in_flight, finished
+        ready, in_flight = ray.wait(in_flight, num_returns=n)
+        finished += len(ready)
+        if progress is not None:
+            progress(finished, len(items))
+
+    for item in items:
         if len(in_flight) >= workers:
-            _, in_flight = ray.wait(in_flight, num_returns=1)
-        results.append(task.remote(ref, fn, kwargs))
+            wait(1)
+        results.append(task.remote(item, fn, kwargs))
         in_flight.append(results[-1])
-    return [t for t in ray.get(results) if t.num_rows]
+    while in_flight:
+        wait(1)
+    return results if refs else ray.get(results)
 
 
 @functools.cache
-def _block_task():
-    """The remote function of ``map_blocks`` (made once, when first needed: Ray is
+def _task():
+    """The remote function of ``run_tasks`` (made once, when first needed: Ray is
     imported there, not at this module's import)."""
     import ray
 
     @ray.remote(num_cpus=1)
-    def run_on_block(block, fn, kwargs):
-        return fn(block, **kwargs)
+    def run_one(item, fn, kwargs):
+        return fn(item, **kwargs)
 
-    return run_on_block
+    return run_one
+
+
+def dataset_from_refs(refs: list):
+    """A materialized Ray Dataset of Arrow blocks already in the object store."""
+    import ray
+
+    return ray.data.from_arrow_refs(refs) if refs else ray.data.from_items([])
 
 
 def dataset_from_arrow(table):
@@ -186,33 +224,6 @@ def dataset_from_arrow(table):
     import ray
 
     return ray.data.from_arrow(table)
-
-
-def read_ranges(ranges: list[ReadRange], spec: ReaderSpec):
-    """A Ray Dataset of ingest rows (INGEST_SCHEMA): one read task per file or byte
-    range, each streaming blocks of ``spec.block_records`` rows."""
-    import functools
-
-    import ray
-    from ray.data import Datasource, ReadTask
-    from ray.data.block import BlockMetadata
-
-    class ShardDatasource(Datasource):
-        def estimate_inmemory_data_size(self) -> int:
-            return sum(r.end - r.start for r in ranges)
-
-        def get_read_tasks(self, parallelism: int, per_task_row_limit=None, data_context=None):
-            tasks = []
-            for r in ranges:
-                meta = BlockMetadata(
-                    num_rows=None, size_bytes=r.end - r.start, input_files=[r.url], exec_stats=None
-                )
-                tasks.append(
-                    ReadTask(functools.partial(read_range, r, spec), meta, schema=INGEST_SCHEMA)
-                )
-            return tasks
-
-    return ray.data.read_datasource(ShardDatasource(), override_num_blocks=len(ranges))
 
 
 def staging_files(url: str, storage_options: dict[str, Any]) -> list[str]:

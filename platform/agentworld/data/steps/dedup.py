@@ -10,8 +10,9 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
-from agentworld.data.placement import read_staging
+from agentworld.data.placement import dataset_from_refs, run_tasks, staging_files
 from agentworld.data.steps.base import Done, Step, StepContext, StepResult
 
 
@@ -36,10 +37,10 @@ def run(ctx: StepContext, done: Done) -> DedupResult:
     from agentworld.io import write_parquet
 
     cfg, run_dir = ctx.job.data, ctx.run_dir
-    cols = ["uid", "status", "contaminated", "exact_hash", "pkey", "bands", "shingles"]
-    records = read_staging(run_dir.url("_work", "ingest"), run_dir.storage_options, columns=cols)
     labels, stats = find_duplicates(
-        records.map_batches(clean_records, batch_format="pyarrow"),
+        clean_records_of(
+            run_dir.url("_work", "ingest"), run_dir.storage_options, workers=cfg.num_workers
+        ),
         cfg,
         lambda m: ctx.progress("dedup", m),
     )
@@ -54,6 +55,30 @@ STEP = Step("dedup", DedupResult, run)
 
 
 DEDUP_COLUMNS = ["uid", "exact_hash", "pkey", "bands", "shingles"]
+
+
+def clean_records_of(ingest_url: str, storage_options: dict[str, Any], *, workers: int):
+    """The dataset find_duplicates takes, materialized: clean_records over each ingest
+    staging file under ``ingest_url``, read with only the columns it needs, one plain
+    task per file (a Ray Data read of the same files cost 0.1-0.2 s more on 2 CPUs)."""
+    files = staging_files(ingest_url, storage_options)
+    blocks = run_tasks(
+        _clean_file,
+        files,
+        workers=workers,
+        refs=True,
+        fn_kwargs={"storage_options": storage_options},
+    )
+    return dataset_from_refs(blocks)
+
+
+def _clean_file(url: str, *, storage_options: dict[str, Any]) -> pa.Table:
+    from agentworld.io import get_fs
+
+    fs, path = get_fs(url, **storage_options)
+    with fs.open(path, "rb") as f:
+        block = pq.read_table(f, columns=["status", "contaminated", *DEDUP_COLUMNS])
+    return clean_records(block)
 
 
 def clean_records(block: pa.Table) -> pa.Table:

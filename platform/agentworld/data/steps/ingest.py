@@ -8,19 +8,20 @@ conservation of counts rests on.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from agentworld.data.config import DataConfig
 from agentworld.data.decontam import EvalIndex, build_eval_index
 from agentworld.data.features import FeatureSpec, featurize
-from agentworld.data.ingest_rows import ReaderSpec, plan_ranges, read_range
+from agentworld.data.ingest_rows import ReaderSpec, ReadRange, plan_ranges, read_range
 from agentworld.data.placement import (
+    TARGET_BLOCK_BYTES,
     broadcast,
     fetch,
-    read_ranges,
+    run_tasks,
     storage_options_for,
-    write_staging,
 )
 from agentworld.data.steps.base import Done, Step, StepContext, StepResult
 
@@ -38,8 +39,15 @@ def run(ctx: StepContext, done: Done) -> IngestResult:
         index = read_eval_sets(list(job.eval_sets), job.data, storage_options_of(job.eval_sets))
         ctx.progress("ingest", f"eval sets: {len(index.ids)} records, {index.hashes.size} n-grams")
     run_dir.clear("_work", "ingest")
-    ds = ingest_dataset(list(job.inputs), job.data, storage_options_of(job.inputs), index)
-    rows = write_staging(ds, run_dir.url("_work", "ingest"), run_dir.storage_options)
+    rows = ingest_to_staging(
+        list(job.inputs),
+        job.data,
+        storage_options_of(job.inputs),
+        index,
+        url=run_dir.url("_work", "ingest"),
+        staging_options=run_dir.storage_options,
+        log=lambda m: ctx.progress("ingest", m),
+    )
     ctx.progress("ingest", f"{rows} records read")
     return IngestResult(rows=rows)
 
@@ -96,22 +104,76 @@ def read_eval_sets(urls: list[str], cfg: DataConfig, storage_options: dict[str, 
     return build_eval_index(trajs, cfg.decontam_ngram)
 
 
-def _featurize_block(block, *, spec: FeatureSpec, index_holder: dict | None):
-    return featurize(block, spec, fetch(index_holder))
-
-
-def ingest_dataset(
-    inputs: list[str], cfg: DataConfig, storage_options: dict[str, Any], index: EvalIndex | None
-):
-    """The lazy Ray Dataset of ingest rows with features (INGEST_SCHEMA + FEATURE_FIELDS)."""
+def ingest_to_staging(
+    inputs: list[str],
+    cfg: DataConfig,
+    storage_options: dict[str, Any],
+    index: EvalIndex | None,
+    *,
+    url: str,
+    staging_options: dict[str, Any],
+    log: Callable[[str], None] = print,
+) -> int:
+    """Ingest rows with features (INGEST_SCHEMA + FEATURE_FIELDS) of every input line,
+    written under ``url`` as Parquet files of about TARGET_BLOCK_BYTES; returns the
+    rows written. One plain Ray task per file or byte range (``cfg.num_workers`` at a
+    time) reads, featurizes and writes its range a block at a time."""
     ranges = plan_ranges(inputs, split_bytes=cfg.split_bytes, storage_options=storage_options)
     if not ranges:
         raise FileNotFoundError(f"no shards (.jsonl, .jsonl.gz, .parquet) under {inputs}")
-    ds = read_ranges(ranges, reader_spec(cfg, storage_options))
-    holder = broadcast(index) if index is not None and not index.empty else None
-    return ds.map_batches(
-        _featurize_block,
-        batch_format="pyarrow",
-        batch_size=None,
-        fn_kwargs={"spec": feature_spec(cfg), "index_holder": holder},
+    step = max(1, len(ranges) // 10)
+
+    def progress(done: int, total: int) -> None:
+        if done % step == 0 or done == total:
+            log(f"{done}/{total} input ranges read")
+
+    counts = run_tasks(
+        ingest_range,
+        ranges,
+        workers=cfg.num_workers,
+        progress=progress,
+        fn_kwargs={
+            "reader": reader_spec(cfg, storage_options),
+            "features": feature_spec(cfg),
+            "index_holder": broadcast(index) if index is not None and not index.empty else None,
+            "url": url,
+            "storage_options": staging_options,
+        },
     )
+    return sum(counts)
+
+
+def ingest_range(
+    r: ReadRange,
+    *,
+    reader: ReaderSpec,
+    features: FeatureSpec,
+    index_holder: dict | None,
+    url: str,
+    storage_options: dict[str, Any],
+) -> int:
+    """Read, featurize and write one range (a task): blocks are gathered up to
+    TARGET_BLOCK_BYTES and each gathering written as one file, named by the range and
+    its position in it, so that a retried task rewrites its own files and adds none."""
+    import pyarrow as pa
+
+    from agentworld.data.text import hash64
+    from agentworld.io import join, write_parquet
+
+    index, rows, files = fetch(index_holder), 0, 0
+    pending: list = []
+
+    def flush() -> None:
+        nonlocal files, pending
+        name = f"part-{hash64(f'{r.url}:{r.start}'):016x}-{files:05d}.parquet"
+        write_parquet(join(url, name), pa.concat_tables(pending), **storage_options)
+        files, pending = files + 1, []
+
+    for block in read_range(r, reader):
+        pending.append(featurize(block, features, index))
+        rows += block.num_rows
+        if sum(t.nbytes for t in pending) >= TARGET_BLOCK_BYTES:
+            flush()
+    if pending:
+        flush()
+    return rows
