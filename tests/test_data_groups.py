@@ -1,7 +1,8 @@
 """The shuffle through storage that the pack, samples and audit steps group with
 (agentworld.data.placement.map_groups_via_storage): every row reaches the call of its
 key exactly once, a group is never split across calls, whatever the blocks, and the
-spill directory is gone afterwards."""
+spill directory is gone afterwards. The plain tasks ingest and dedup run on
+(placement.run_tasks): results in item order, and a failure stops the run."""
 
 from __future__ import annotations
 
@@ -64,3 +65,32 @@ def test_an_empty_dataset_calls_nothing(ray_cluster, tmp_path):
             storage_options={},
         )
     assert out == []
+
+
+def _mark(item: int, *, root: str) -> int:
+    open(os.path.join(root, f"item-{item}"), "w").close()
+    if item == 1:
+        raise OSError(f"cannot read item {item}")
+    return item * item
+
+
+def test_plain_tasks_keep_item_order_and_a_failure_stops_the_run(ray_cluster, tmp_path):
+    from agentworld.data.placement import run_tasks
+
+    seen = []
+    ok = tmp_path / "ok"
+    ok.mkdir()
+    squares = run_tasks(
+        _mark,
+        [0, 2, 3, 4, 5, 6, 7],
+        workers=2,
+        fn_kwargs={"root": str(ok)},
+        progress=lambda done, total: seen.append((done, total)),
+    )
+    assert squares == [0, 4, 9, 16, 25, 36, 49]
+    assert seen[-1] == (7, 7) and [d for d, _ in seen] == sorted(d for d, _ in seen)
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    with pytest.raises(Exception, match="cannot read item 1"):
+        run_tasks(_mark, list(range(1, 40)), workers=1, fn_kwargs={"root": str(bad)})
+    assert sorted(os.listdir(bad)) == ["item-1"]  # nothing started after the failure

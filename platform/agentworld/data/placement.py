@@ -171,7 +171,8 @@ def run_tasks(
     at most ``workers`` in flight; the results, in item order (their object refs with
     ``refs``: blocks that stay in the object store). ``progress(done, total)`` is
     called as tasks finish. An item may be an object ref (a block): the task gets its
-    value.
+    value. A task that fails raises here as soon as it is seen (without ``refs``: with
+    them, where its block is read), and no further task is started.
 
     Ray Data runs a stage's tasks from an executor loop on the driver that polls and
     reshapes blocks; on a small cluster that loop takes CPU from the workers it feeds
@@ -185,6 +186,8 @@ def run_tasks(
     def wait(n: int) -> None:
         nonlocal in_flight, finished
         ready, in_flight = ray.wait(in_flight, num_returns=n)
+        if not refs:
+            ray.get(ready)  # a failed task stops the run now, not after every other item
         finished += len(ready)
         if progress is not None:
             progress(finished, len(items))
