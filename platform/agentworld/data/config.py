@@ -26,7 +26,8 @@ class DataConfig:
     """Domains registered (agentworld.schema.register_domain) in every worker before
     parsing, for records of domains beyond the seven built in."""
     num_workers: int = 2
-    """CPUs Ray Data may use at once (and shuffle partitions): the job's parallelism."""
+    """CPUs prepare uses at once (Ray Data's limit, plain tasks in flight, shuffle
+    partitions): the job's parallelism."""
     block_records: int = 2000
     """Records per block produced by the readers."""
     split_bytes: int = 128 * 1024 * 1024

@@ -1,6 +1,6 @@
 """Streaming reads of record, AgentWorldBench and chat shards (JSONL, JSONL.gz, Parquet)
-into Arrow blocks of ingest rows. Plain functions: the Ray Datasource in placement.py
-calls them inside read tasks.
+into Arrow blocks of ingest rows. Plain functions: the ingest step's tasks
+(agentworld.data.steps.ingest.ingest_range) call them.
 
 A JSONL file larger than ``split_bytes`` is read as several byte ranges (a line belongs
 to the range holding its first byte), so one big file is read in parallel and no task

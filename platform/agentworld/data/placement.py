@@ -1,8 +1,10 @@
 """All of prepare's Ray code, in one place: the Ray Data context (parallelism, shuffle
-strategy, progress bars), storage options handed to workers, the datasets read from
-input shards and from staging, staging writes, blocks brought to the driver, and values
-broadcast through the object store. The other modules of agentworld.data only call
-methods on the datasets built here, with block functions that are plain Arrow code.
+strategy, progress bars), storage options handed to workers, plain Ray tasks with a
+bounded number in flight (ingest, dedup's reads and passes), the datasets read from
+staging, staging writes, blocks brought to the driver, and values broadcast through the
+object store. The other modules of agentworld.data only call methods on the datasets
+built here, or hand functions to run_tasks, with block functions that are plain Arrow
+code.
 
 Workers never read driver state: an S3 endpoint configured by environment variables in
 the driver is turned into explicit storage options that travel with each task.
