@@ -28,6 +28,7 @@ def planted(tmp_path_factory):
 def _dedup(url: str, cfg: DataConfig, limits=None):
     """(per-record table with trajectory_id and final state, dedup stats), through the
     steps' own path: ingest to staging, then dedup over the staging files."""
+    import shutil
     import tempfile
 
     from agentworld.data.dedup import DEFAULT_LIMITS, find_duplicates
@@ -47,6 +48,7 @@ def _dedup(url: str, cfg: DataConfig, limits=None):
             limits=limits or DEFAULT_LIMITS,
         )
     table = pa.concat_tables([read_parquet(f) for f in staging_files(staging, {})])
+    shutil.rmtree(staging)
     out = label_block(table, labels).select(
         ["uid", "trajectory_id", "state", "dup_of", "kept_uid", "exact_cluster", "near_cluster"]
     )

@@ -71,21 +71,17 @@ def pack_group(
     chunk_rows: int = 1024,
 ) -> pa.Table:
     """Pack one group into its shard (or keep the shard a killed run already wrote).
-    The shard is written a row group (``chunk_rows`` rows) at a time as its rows are filled: a task holds
-    its group's samples and one chunk of packed rows, never the packed group."""
-    import pyarrow.parquet as pq
-
-    from agentworld.io import exists, get_fs, join, write_parquet_chunks
+    The shard is written a row group (``chunk_rows`` rows) at a time as its rows are
+    filled: a task holds its group's samples and one chunk of packed rows, never the
+    packed group."""
+    from agentworld.io import exists, join, read_parquet, write_parquet_chunks
 
     name = group.column("shard")[0].as_py()
     kind = group.column("kind")[0].as_py()
     url = join(base_url, name)
     count = _PackCount()
     if exists(url, **storage_options):
-        fs, path = get_fs(url, **storage_options)
-        with fs.open(path, "rb") as f:
-            for batch in pq.ParquetFile(f).iter_batches(columns=["doc_lens", "loss_mask"]):
-                count.add(batch)
+        count.add(read_parquet(url, columns=["doc_lens", "loss_mask"], **storage_options))
     else:
         chunks = packed_chunks(
             [np.asarray(t.values) for t in group.column("tokens")],
@@ -120,7 +116,7 @@ class _PackCount:
     tokens: int = 0
     targets: int = 0
 
-    def add(self, chunk) -> None:
+    def add(self, chunk: pa.Table) -> None:
         self.rows += chunk.num_rows
         self.tokens += pc.sum(pc.list_flatten(chunk.column("doc_lens"))).as_py() or 0
         self.targets += pc.sum(pc.list_flatten(chunk.column("loss_mask"))).as_py() or 0

@@ -183,25 +183,24 @@ def run_tasks(
     import ray
 
     task, kwargs = _task(), fn_kwargs or {}
-    results, in_flight, finished = [], [], 0
+    results, in_flight, values = [], [], {}
 
-    def wait(n: int) -> None:
-        nonlocal in_flight, finished
-        ready, in_flight = ray.wait(in_flight, num_returns=n)
-        if not refs:
-            ray.get(ready)  # a failed task stops the run now, not after every other item
-        finished += len(ready)
+    def wait() -> None:
+        nonlocal in_flight
+        ready, in_flight = ray.wait(in_flight, num_returns=1)
+        if not refs:  # fetched once, as it finishes: a failed task stops the run here
+            values[ready[0]] = ray.get(ready[0])
         if progress is not None:
-            progress(finished, len(items))
+            progress(len(results) - len(in_flight), len(items))
 
     for item in items:
         if len(in_flight) >= workers:
-            wait(1)
+            wait()
         results.append(task.remote(item, fn, kwargs))
         in_flight.append(results[-1])
     while in_flight:
-        wait(1)
-    return results if refs else ray.get(results)
+        wait()
+    return results if refs else [values[r] for r in results]
 
 
 @functools.cache

@@ -200,10 +200,11 @@ def write_parquet_chunks(
     return rows
 
 
-def read_parquet(url: str, **storage_options: Any) -> pa.Table:
+def read_parquet(url: str, *, columns: list[str] | None = None, **storage_options: Any) -> pa.Table:
+    """One Parquet shard whole (only ``columns``, if given)."""
     fs, path = get_fs(url, **storage_options)
     with fs.open(path, "rb") as f:
-        return pq.read_table(f)
+        return pq.read_table(f, columns=columns)
 
 
 def _iter_parquet_records(url: str, *, errors: str, **storage_options: Any) -> Iterator[Any]:

@@ -10,7 +10,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from agentworld.data.placement import dataset_from_refs, run_tasks, staging_files
 from agentworld.data.steps.base import Done, Step, StepContext, StepResult
@@ -73,12 +72,10 @@ def clean_records_of(ingest_url: str, storage_options: dict[str, Any], *, worker
 
 
 def _clean_file(url: str, *, storage_options: dict[str, Any]) -> pa.Table:
-    from agentworld.io import get_fs
+    from agentworld.io import read_parquet
 
-    fs, path = get_fs(url, **storage_options)
-    with fs.open(path, "rb") as f:
-        block = pq.read_table(f, columns=["status", "contaminated", *DEDUP_COLUMNS])
-    return clean_records(block)
+    columns = ["status", "contaminated", *DEDUP_COLUMNS]
+    return clean_records(read_parquet(url, columns=columns, **storage_options))
 
 
 def clean_records(block: pa.Table) -> pa.Table:

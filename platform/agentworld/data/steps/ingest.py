@@ -153,12 +153,11 @@ def ingest_range(
     storage_options: dict[str, Any],
 ) -> int:
     """Read, featurize and write one range (a task): blocks are gathered up to
-    TARGET_BLOCK_BYTES and each gathering written as one file, named by the range and
-    its position in it, so that a retried task rewrites its own files and adds none."""
-    import pyarrow as pa
-
+    TARGET_BLOCK_BYTES and each gathering written as one file (a row group per block),
+    named by the range and its position in it, so that a retried task rewrites its own
+    files and adds none."""
     from agentworld.data.text import hash64
-    from agentworld.io import join, write_parquet
+    from agentworld.io import join, write_parquet_chunks
 
     index, rows, files = fetch(index_holder), 0, 0
     pending: list = []
@@ -166,7 +165,7 @@ def ingest_range(
     def flush() -> None:
         nonlocal files, pending
         name = f"part-{hash64(f'{r.url}:{r.start}'):016x}-{files:05d}.parquet"
-        write_parquet(join(url, name), pa.concat_tables(pending), **storage_options)
+        write_parquet_chunks(join(url, name), pending[0].schema, pending, **storage_options)
         files, pending = files + 1, []
 
     for block in read_range(r, reader):
