@@ -30,7 +30,7 @@ from agentworld.evaluate.items import EvalItem, prediction_row
 from agentworld.evaluate.placement import fit_prompt
 from agentworld.evaluate.score import add_baselines, summarize
 from agentworld.model.build import build_model
-from agentworld.recipes import get_recipe
+from agentworld.recipes import load
 from agentworld.train.batch import PackedBatch, collate
 from agentworld.train.ds_config import deepspeed_config
 from agentworld.train.loss import forward_losses, warmup_cosine
@@ -186,6 +186,10 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--out", default=os.environ.get("OUT", "probe-out"))
     p.add_argument("--device", default="cuda")
     p.add_argument("--recipe", default="small_cpu")
+    p.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE",
+        help="a recipe override, as a job's --set (model.hidden_size=256, train.learning_rate=1e-3)",
+    )  # fmt: skip
     p.add_argument("--cpt-steps", type=int, default=1000)
     p.add_argument("--sft-steps", type=int, default=3000)
     p.add_argument("--batch-rows", type=int, default=16, help="packed rows per optimizer step")
@@ -200,7 +204,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--eval-max-s", type=float, default=40.0, help="cap per generate call")
     p.add_argument("--log-every", type=int, default=250)
     a = p.parse_args()
-    a.eval_points, a.recipe = [float(x) for x in a.eval_points.split(",")], get_recipe(a.recipe)
+    a.eval_points, a.recipe = [float(x) for x in a.eval_points.split(",")], load(a.recipe, a.set)
     return a
 
 
