@@ -17,13 +17,13 @@ def checkpoint_name(step: int) -> str:
     return f"step-{step:06d}"
 
 
-def save_and_report(engine, step: int, metrics: dict[str, Any]) -> None:
+def save_and_report(engine, step: int, metrics: dict[str, Any], events=None) -> None:
     """Save (collective) and report with the checkpoint (every rank must call it)."""
     from agentworld.train.placement import report
 
     with tempfile.TemporaryDirectory(prefix="agentworld-ckpt-") as tmp:
         engine.save_checkpoint(tmp, tag=TAG, client_state={"step": step})
-        report(metrics, checkpoint_dir=tmp, name=checkpoint_name(step))
+        report(metrics, events=events, checkpoint_dir=tmp, name=checkpoint_name(step))
 
 
 def restore(engine) -> int:

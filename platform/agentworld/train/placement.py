@@ -98,12 +98,12 @@ def read_held_out(url: str):
     return pq.read_table(path, filesystem=fs, columns=PACKED_COLUMNS)
 
 
-def build_trainer(train_fn, spec, *, train_data, held_out, out_url: str, callbacks: list):
+def build_trainer(train_fn, spec, *, train_data, held_out, events, out_url: str, callbacks: list):
     """A TorchTrainer with the recipe's worker group, failure handling (replace the
     group, resume from the newest checkpoint) and checkpoint retention under
     ``<out>/checkpoints``. The training rows stream to the workers through Ray Data,
     split between them in a fixed order; ``held_out`` (an object ref) reaches every
-    worker whole."""
+    worker whole, and ``events`` (the driver's queue) rank 0's reports."""
     from ray.train import CheckpointConfig, DataConfig, FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchConfig, TorchTrainer
 
@@ -116,7 +116,7 @@ def build_trainer(train_fn, spec, *, train_data, held_out, out_url: str, callbac
     storage_path, storage_fs = arrow_storage(out_url)
     return TorchTrainer(
         train_fn,
-        train_loop_config={"spec": spec, "held_out": held_out},
+        train_loop_config={"spec": spec, "held_out": held_out, "events": events},
         torch_config=TorchConfig(backend="nccl" if cluster.use_gpu else "gloo"),
         scaling_config=ScalingConfig(
             num_workers=cluster.num_workers, use_gpu=cluster.use_gpu, resources_per_worker=resources
@@ -136,15 +136,19 @@ def build_trainer(train_fn, spec, *, train_data, held_out, out_url: str, callbac
 
 
 class ForwardReports(UserCallback):
-    """Runs in the Ray Train controller: puts reports and failures on ``queue``."""
+    """Runs in the Ray Train controller: puts each kept checkpoint and each worker
+    failure on ``queue``. Per-step metrics do not pass through here: rank 0 sends them
+    itself (``report``), because the controller takes one report per worker per poll
+    (every 2 s), and a worker that reports faster than that waits for it."""
 
     def __init__(self, queue) -> None:
         self.queue = queue
 
     def after_report(self, run_context, metrics: list[dict[str, Any]], checkpoint) -> None:
-        event = {"kind": "report", "metrics": metrics[0] if metrics else {}}
-        event["checkpoint"] = checkpoint.path if checkpoint is not None else None
-        self.queue.actor.put_nowait.remote(event)  # fire and forget: never block the controller
+        if checkpoint is not None:  # kept: a restarted worker group resumes from it
+            event = {"kind": "checkpoint", "metrics": metrics[0] if metrics else {}}
+            event["checkpoint"] = checkpoint.path
+            self.queue.actor.put_nowait.remote(event)  # fire and forget: never block
 
     def after_exception(self, run_context, worker_exceptions: dict[int, Exception]) -> None:
         ranks = sorted(worker_exceptions)
@@ -153,7 +157,8 @@ class ForwardReports(UserCallback):
 
 
 def event_queue():
-    """The queue ForwardReports fills and the driver drains (an actor on no CPU)."""
+    """The queue rank 0 and ForwardReports fill and the driver drains (an actor on no
+    CPU)."""
     from ray.util.queue import Queue
 
     return Queue(actor_options={"num_cpus": 0})
@@ -195,15 +200,23 @@ def worker_inputs(config: dict[str, Any]) -> tuple[Any, Any]:
     return ray.train.get_dataset_shard("train"), ray.get(config["held_out"])
 
 
-def report(metrics: dict[str, Any], *, checkpoint_dir: str | None = None, name: str | None = None):
-    """Report ``metrics`` (every rank), with the checkpoint in ``checkpoint_dir``."""
+def report(
+    metrics: dict[str, Any],
+    *,
+    events=None,
+    checkpoint_dir: str | None = None,
+    name: str | None = None,
+) -> None:
+    """Report ``metrics`` (every rank calls it): from rank 0 to the driver's ``events``
+    queue, without waiting; with a checkpoint, also to Ray Train, which keeps the files
+    of ``checkpoint_dir`` (ForwardReports tells the driver once they are kept)."""
     import ray.train
 
-    if checkpoint_dir is None:
-        ray.train.report(metrics)
-        return
-    checkpoint = ray.train.Checkpoint.from_directory(checkpoint_dir)
-    ray.train.report(metrics, checkpoint=checkpoint, checkpoint_dir_name=name)
+    if events is not None and worker_rank()[0] == 0:
+        events.actor.put_nowait.remote({"kind": "report", "metrics": metrics})
+    if checkpoint_dir is not None:
+        checkpoint = ray.train.Checkpoint.from_directory(checkpoint_dir)
+        ray.train.report(metrics, checkpoint=checkpoint, checkpoint_dir_name=name)
 
 
 def latest_checkpoint():

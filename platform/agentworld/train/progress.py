@@ -1,5 +1,6 @@
-"""Progress of a run on the driver. Ray Train's controller (an actor) forwards every
-report and every worker failure into a queue; the driver drains it in a thread,
+"""Progress of a run on the driver. Rank 0 sends every step's metrics, and Ray Train's
+controller (an actor) every kept checkpoint and worker failure, into a queue; the
+driver drains it in a thread,
 prints one progress line per report, logs to wandb (offline by default) and keeps the
 history that goes into the manifest."""
 
@@ -98,6 +99,14 @@ class Progress:
         if event["kind"] == "failure":
             h.failures.append(event)
             self.log(f"[{self.stage}] worker failure on ranks {event['ranks']}: {event['error']}")
+        elif event["kind"] == "checkpoint":  # after its step's report, once Ray Train kept it
+            h.checkpoints.append(event["checkpoint"])
+            m = event["metrics"]
+            self.log(
+                progress_line(
+                    self.stage, {k: m.get(k) for k in ("step", "max_steps")}, event["checkpoint"]
+                )
+            )
         else:
             m = event["metrics"]
             step = int(m.get("step", 0))
@@ -107,10 +116,8 @@ class Progress:
                 h.loss[step] = float(m["loss"])
             if "eval_loss" in m:
                 h.eval_loss[step] = float(m["eval_loss"])
-            if event["checkpoint"]:
-                h.checkpoints.append(event["checkpoint"])
             h.last = m
-            self.log(progress_line(self.stage, m, event["checkpoint"], self._left(m)))
+            self.log(progress_line(self.stage, m, None, self._left(m)))
             if self.wandb_run is not None:
                 self.wandb_run.log(
                     {k: v for k, v in m.items() if isinstance(v, int | float)}, step=step

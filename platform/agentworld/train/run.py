@@ -84,6 +84,7 @@ def _fit(job: TrainJob, plan: DataPlan, log, on_event):
         spec,
         train_data=read_packed(plan.train_url),
         held_out=put(read_held_out(plan.eval_url)),
+        events=queue,
         out_url=job.out,
         callbacks=[ForwardReports(queue)],
     )

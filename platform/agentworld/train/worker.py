@@ -141,6 +141,7 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
     from agentworld.train.placement import report, worker_inputs, worker_rank
 
     spec: WorkerSpec = config["spec"]
+    events = config.get("events")
     recipe, train = spec.recipe, spec.recipe.train
     rank, world = worker_rank()
     torch.manual_seed(train.seed)
@@ -153,14 +154,15 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
     batches = micro_batches(shard, spec, skip=start * train.grad_accum_steps)
     held_out = held_out_batches(held_out_table, recipe)
     if start == 0:
-        report({**info, "step": 0, "eval_loss": evaluate(engine, held_out, recipe, rank, world)})
+        held_out_loss = evaluate(engine, held_out, recipe, rank, world)
+        report({**info, "step": 0, "eval_loss": held_out_loss}, events=events)
     for step in range(start + 1, train.max_steps + 1):
         metrics = {**info, "step": step, **train_step(engine, batches, recipe)}
         last = step == train.max_steps
         if last or step % train.eval_every == 0:
             metrics["eval_loss"] = evaluate(engine, held_out, recipe, rank, world)
         if last or step % train.checkpoint_every == 0:
-            save_and_report(engine, step, metrics)
+            save_and_report(engine, step, metrics, events)
         elif step % train.log_every == 0:
-            report(metrics)
+            report(metrics, events=events)
     export_hf(engine.module, tokenizer, spec.hf_url, rank=rank)
