@@ -144,7 +144,7 @@ def main() -> int:
     )
     p.add_argument("--device", choices=("cuda", "cpu"), help="default: cuda where there is one")
     p.add_argument("--quick", action="store_true", help="10 steps (make bench-quick)")
-    p.add_argument("--recipe", help="default: small_cpu on cuda, debug_cpu on cpu")
+    p.add_argument("--recipe", help="default: medium_cpu on cuda, debug_cpu on cpu")
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--warmup", type=int, default=5, help="steps left out of tokens/s")
     p.add_argument("--micro-batch", type=int, help="rows of seq_len per step (8 cuda, 2 cpu)")
@@ -165,7 +165,7 @@ def main() -> int:
     from agentworld.recipes import load
 
     gpu, warmup = args.device == "cuda", max(0, min(args.warmup, args.steps - 1))
-    name = args.recipe or ("small_cpu" if gpu else "debug_cpu")
+    name = args.recipe or ("medium_cpu" if gpu else "debug_cpu")
     micro = args.micro_batch or (8 if gpu else 2)
     # World size 1, every expert on the one rank; bf16 on the GPU, fp32 on CPU.
     sets = (

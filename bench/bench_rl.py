@@ -2,7 +2,7 @@
 
 1. Rollout tokens/s through the vLLM rollout actor (the RL loop's path: token ids in,
    G samples per prompt) against transformers ``generate`` in this process, on the same
-   model (the ``small_cpu`` 23M-parameter MoE: on the tiny one, engine overheads
+   model (the ``medium_cpu`` 23M-parameter MoE: on the tiny one, engine overheads
    dominate) and the same prompts, sampling settings and token budget.
 2. Weight-sync time as a share of step time over a few real GRPO steps.
 
@@ -29,13 +29,13 @@ os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "2")
 os.environ.setdefault("WANDB_MODE", "offline")
 
-# The same small_cpu model at --quick (the ratio means little on the tiny one), fewer
+# The same medium_cpu model at --quick (the ratio means little on the tiny one), fewer
 # and shorter rollouts and one step fewer.
 QUICK = {"contexts": 4, "group": 4, "new_tokens": 16, "steps": 2}
 
 
 def build_inputs(tmp: str, a: argparse.Namespace):
-    """A small_cpu-shaped checkpoint (tokenizer trained on generated trajectories) and
+    """A medium_cpu-shaped checkpoint (tokenizer trained on generated trajectories) and
     tokenized contexts from the same trajectories."""
     from agentworld.model import build_tiny_checkpoint, load_tokenizer
     from agentworld.recipes import get_recipe
@@ -46,7 +46,7 @@ def build_inputs(tmp: str, a: argparse.Namespace):
     texts = [t.environment for t in trajs] + [
         x for t in trajs for turn in t.turns for x in (turn.action, turn.observation)
     ]
-    recipe = get_recipe("small_cpu")
+    recipe = get_recipe("medium_cpu")
     build_tiny_checkpoint(texts, f"{tmp}/init", recipe.model)
     contexts = [context_from_row(r) for r in sample_rows(trajs)]
     contexts = tokenize_contexts(
@@ -174,7 +174,7 @@ def main() -> int:
         hf = hf_tokens_per_s(f"{tmp}/init", prompts, tok.eos_token_id, tok.pad_token_id, a)
     ray.shutdown()
     result = {
-        "model": "small_cpu (23M-parameter MoE)",
+        "model": "medium_cpu (23M-parameter MoE)",
         "quick": a.quick,
         "prompts": a.contexts,
         "group_size": a.group,
@@ -190,7 +190,7 @@ def main() -> int:
             result["rollout_speedup_vs_transformers"],
             ">=",
             1.5,
-            "RL rollouts through the vLLM actor beat transformers generate (tokens/s, small_cpu)",
+            "RL rollouts through the vLLM actor beat transformers generate (tokens/s, medium_cpu)",
         ),
         goal(
             "weight_sync_share",

@@ -46,7 +46,7 @@ def test_fidelity_report_on_collected_trajectories(collected_corpus, tmp_path):
     assert (run / "score" / "chart.png").exists()
 
 
-@pytest.mark.parametrize("name", ["debug_cpu", "small_cpu"])
+@pytest.mark.parametrize("name", ["debug_cpu", "small_cpu", "medium_cpu"])
 def test_cpu_recipes_evaluate_as_long_as_sft_trains(name):
     """An observation SFT trains on can be nearly ``seq_len`` tokens; evaluation must be
     able to write it whole, after any prompt SFT trains on (at 512 new tokens the demo's
