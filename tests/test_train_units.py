@@ -288,3 +288,58 @@ def test_cluster_too_small_fails_before_any_worker(ray_cluster):
         check_resources(big)
     assert err.value.field == "cluster.num_workers" and "need 9 CPUs" in str(err.value)
     check_resources(debug_cpu().cluster)  # 2 workers + 1 fit the 4-CPU test cluster
+
+
+def test_a_small_epoch_is_read_once_and_replayed_in_the_same_order(ray_cluster):
+    """micro_batches: an epoch that fits EPOCH_KEPT_BYTES is read from the split once
+    (each iter_batches is a new streaming execution) and replayed in the same order;
+    a larger one is read again every epoch; a resume skips the same micro-batches."""
+    import ray.data
+
+    from agentworld.train import worker
+    from agentworld.train.engine import ModelSource
+
+    seq = 8
+    rows = [
+        {
+            "input_ids": [i] * seq,
+            "loss_mask": [1] * seq,
+            "position_ids": list(range(seq)),
+            "doc_lens": [seq],
+        }
+        for i in range(12)
+    ]
+    recipe = debug_cpu()
+    recipe = dataclasses.replace(
+        recipe, train=dataclasses.replace(recipe.train, seq_len=seq, micro_batch_size=4)
+    )
+    source = ModelSource(init_url=None, tokenizer_url="unused")
+    spec = worker.WorkerSpec(
+        stage="cpt", recipe=recipe, source=source, hf_url="unused", rows_per_worker=12
+    )
+
+    class Counted:  # the real DataIterator, with its epochs counted
+        def __init__(self, it) -> None:
+            self.it, self.epochs = it, 0
+
+        def iter_batches(self, **kw):
+            self.epochs += 1
+            return self.it.iter_batches(**kw)
+
+    def first_ids(kept_bytes: int, skip: int, n: int) -> tuple[list[int], int]:
+        shard = Counted(ray.data.from_items(rows).iterator())
+        worker.EPOCH_KEPT_BYTES = kept_bytes
+        batches = worker.micro_batches(shard, spec, skip=skip)
+        ids = [int(next(batches).input_ids[0, 0]) for _ in range(n)]
+        return ids, shard.epochs
+
+    kept = worker.EPOCH_KEPT_BYTES
+    try:
+        replayed, epochs = first_ids(kept, 0, 9)  # three epochs of three micro-batches
+        assert replayed == [0, 4, 8] * 3 and epochs == 1
+        streamed, epochs = first_ids(12 * seq * 32 - 1, 0, 9)
+        assert streamed == replayed and epochs == 3
+        resumed, epochs = first_ids(kept, 4, 5)  # 4 micro-batches done: one epoch and one
+        assert resumed == [4, 8, 0, 4, 8] and epochs == 1
+    finally:
+        worker.EPOCH_KEPT_BYTES = kept
