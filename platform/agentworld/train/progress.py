@@ -1,8 +1,7 @@
 """Progress of a run on the driver. Rank 0 sends every step's metrics, and Ray Train's
 controller (an actor) every kept checkpoint and worker failure, into a queue; the
-driver drains it in a thread,
-prints one progress line per report, logs to wandb (offline by default) and keeps the
-history that goes into the manifest."""
+driver drains it in a thread, prints one progress line per report, logs to wandb
+(offline by default) and keeps the history that goes into the manifest."""
 
 from __future__ import annotations
 

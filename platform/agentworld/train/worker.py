@@ -71,18 +71,14 @@ def micro_batches(shard, spec: WorkerSpec, *, skip: int) -> Iterator[PackedBatch
     keep = spec.rows_per_worker * spec.recipe.train.seq_len * 32 <= EPOCH_KEPT_BYTES
     kept: list[dict[str, Any]] | None = None
     while True:
-        if kept is None:
-            epoch = shard.iter_batches(batch_size=micro, batch_format="numpy", drop_last=True)
-            read: list[dict[str, Any]] = []
-        else:
-            epoch, read = kept, kept
+        epoch = kept or shard.iter_batches(batch_size=micro, batch_format="numpy", drop_last=True)
+        read: list[dict[str, Any]] | None = [] if keep and kept is None else None
         for i, rows in enumerate(epoch):
-            if keep and kept is None:
+            if read is not None:
                 read.append(rows)
             if i >= offset:
                 yield collate(rows)
-        if keep:
-            kept = read
+        kept = read if read is not None else kept
         offset = 0
 
 
