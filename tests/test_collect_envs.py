@@ -4,6 +4,7 @@ pty, MCP servers from PyPI over stdio, a generated repository, BM25 search."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 
 import pytest
@@ -104,6 +105,32 @@ def test_terminal_runaway_commands_are_stopped(terminal):
     # Killing the session took its whole process tree, background jobs included.
     left = subprocess.run(["pgrep", "-f", "sleep 777123"], capture_output=True, text=True)
     assert left.stdout.strip() == ""
+
+
+def test_terminal_programs_get_default_signal_actions(workspace):
+    """Whatever the collector ignores or blocks, the shell's programs start as at a
+    login: a pipe closed early ends its writer quietly (Python ignores SIGPIPE), and
+    Ctrl-C interrupts a command although the collector ignores and blocks SIGINT, as a
+    script's background job does."""
+    from agentworld.collect.terminal.env import TerminalEnvironment
+
+    env = TerminalEnvironment(workspace)
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        env.reset(_task())
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        signal.signal(signal.SIGINT, old)
+    try:
+        piped = run(env, "yes | head -n 1; cat /dev/zero | head -c 3 | wc -c")
+        slow = run(env, "sleep 600")
+        after = run(env, "echo still-alive")
+    finally:
+        env.close()
+    assert piped.observation == "y\n3\nagent@sandbox:~$ "
+    assert slow.metadata["timed_out"] is True and "interrupted" in slow.observation
+    assert after.observation.startswith("still-alive")
 
 
 @pytest.mark.parametrize("grace_s, killed", [(0.5, True), (8.0, False)])

@@ -24,6 +24,7 @@ import fcntl
 import json
 import os
 import resource
+import signal
 import socket
 import struct
 import sys
@@ -240,6 +241,20 @@ def set_limits(spec: dict) -> None:
             resource.setrlimit(which, (value, value))
 
 
+def reset_signals() -> None:
+    """Every signal back to its default action and none blocked, as a login shell
+    starts. Ignored dispositions and the blocked mask survive exec: Python ignores
+    SIGPIPE and SIGXFSZ (``yes | head`` then prints "Broken pipe"), and a collector
+    started in the background of a script ignores SIGINT (Ctrl-C then stops nothing)."""
+    for sig in signal.valid_signals():
+        if sig not in (signal.SIGKILL, signal.SIGSTOP):
+            try:
+                signal.signal(sig, signal.SIG_DFL)
+            except (OSError, ValueError):  # signals the runtime reserves
+                pass
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+
+
 def main(argv: list[str]) -> None:
     if len(argv) < 3 or argv[1] != "--":
         _fail("usage: sandbox_init.py SPEC_JSON -- PROGRAM [ARGS...]")
@@ -257,6 +272,7 @@ def main(argv: list[str]) -> None:
     os.chdir(home)
     allowed = set(spec.get("env_names", []))
     env = {k: v for k, v in os.environ.items() if k in allowed}
+    reset_signals()
     try:
         os.execvpe(program[0], program, env)
     except OSError as e:
