@@ -186,7 +186,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--episodes", type=int, default=400, help="episodes recorded (all domains)")
     p.add_argument("--recipe", default="small_cpu")
     p.add_argument("--cpt-steps", type=int, default=330)
-    p.add_argument("--sft-steps", type=int, default=670)
+    p.add_argument("--sft-steps", type=int, default=1000)
     p.add_argument("--rl-steps", type=int, default=12)
     p.add_argument("--sessions", type=int, default=9, help="unseen-settings terminal sessions")
     p.add_argument("--out", help="run directory (default: a temporary one)")
@@ -213,6 +213,7 @@ def main() -> int:
         rows = record_sessions(a.sessions, f"{out}/awb/terminal_test.jsonl")
         awb = awb_check(out, "rl", a.recipe)
         report = json.loads(Path(out, "prepared", "report.json").read_text())
+        rl_counts = json.loads(Path(out, "rl", "manifest.json").read_text())["counts"]
         rl_rows = [
             json.loads(x) for x in Path(out, "rl", "metrics.jsonl").read_text().splitlines() if x
         ]
@@ -245,6 +246,7 @@ def main() -> int:
         "steps": {"cpt": a.cpt_steps, "sft": a.sft_steps, "rl": a.rl_steps},
         "sft_drop_rates": report["sft_drop_rates"],
         "heldout": {"sft": sft_f, "rl": rl_f},
+        "rl_contexts": {"kept": rl_counts["contexts"], "left_out": rl_counts["rejected_contexts"]},
         "rl_reward": {k: [r.get(k) for r in rl_rows] for k in ("reward/total", "reward/format", "reward/char_f1")},
         "awb_unseen_settings": {"rows": rows, "rl": awb_f},
         "seconds": {k: round(v, 1) for k, v in timings.items()},

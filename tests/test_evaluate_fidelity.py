@@ -59,6 +59,19 @@ def test_cpu_recipes_evaluate_as_long_as_sft_trains(name):
     assert infer.sampling.max_tokens + r.train.seq_len <= infer.vllm.engine.max_model_len
 
 
+def test_the_fidelity_recipe_rolls_out_whatever_sft_trains_on():
+    """small_cpu's RL takes every prompt SFT trains on and writes observations of half a
+    sequence: at 768 prompt and 48 new tokens it left out 1104 of bench_fidelity's 2304
+    training contexts (every long search page), and trained on short answers only."""
+    from agentworld.recipes import get_recipe
+
+    r = get_recipe("small_cpu")
+    rollout = r.rl.rollout
+    assert rollout.max_prompt_tokens >= r.train.seq_len
+    assert rollout.max_new_tokens >= r.train.seq_len // 2
+    assert rollout.max_prompt_tokens + rollout.max_new_tokens <= rollout.engine.max_model_len
+
+
 @pytest.mark.slow
 def test_fidelity_of_a_real_checkpoint_through_vllm(
     ray_cluster, collected_corpus, tiny_checkpoint, tmp_path
