@@ -44,9 +44,9 @@ def small_cpu() -> Recipe:
 
     RL rolls out up to 512 new tokens after prompts of up to 1024, so every context SFT
     trains on is one RL can score (the longest observation of that corpus is under 512
-    tokens). At the default 48 new tokens and 768-token prompts RL left out 1104 of
-    2417 contexts, every long search page and most tool results among them, and so
-    trained only on short answers: after RL search fell 63.0 -> 57.4 (char F1)."""
+    tokens). At the default 48 new tokens and 768-token prompts RL left out 1104 of the
+    2304 training contexts, every long search page and most tool results among them,
+    and so trained only on short answers: after RL search fell 63.0 -> 57.4 (char F1)."""
     from agentworld.rl.config import RLConfig, RolloutConfig
 
     engine = EngineConfig(max_model_len=1024 + 512, dtype="float32")

@@ -71,14 +71,19 @@ def micro_batches(shard, spec: WorkerSpec, *, skip: int) -> Iterator[PackedBatch
     keep = spec.rows_per_worker * spec.recipe.train.seq_len * 32 <= EPOCH_KEPT_BYTES
     kept: list[dict[str, Any]] | None = None
     while True:
-        epoch = kept or shard.iter_batches(batch_size=micro, batch_format="numpy", drop_last=True)
-        read: list[dict[str, Any]] | None = [] if keep and kept is None else None
+        read: list[dict[str, Any]] | None = None  # the first epoch, when it is kept
+        if kept is None:
+            epoch = shard.iter_batches(batch_size=micro, batch_format="numpy", drop_last=True)
+            read = [] if keep else None
+        else:
+            epoch = kept
         for i, rows in enumerate(epoch):
             if read is not None:
                 read.append(rows)
             if i >= offset:
                 yield collate(rows)
-        kept = read if read is not None else kept
+        if read is not None:
+            kept = read
         offset = 0
 
 
