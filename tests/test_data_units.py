@@ -224,6 +224,42 @@ def test_sft_loss_mask_covers_exactly_the_observation(tokenizer):
             assert tokenizer.decode(s.tokens[: np.argmax(s.mask)]) == prompt
 
 
+def test_a_worker_loads_the_trained_tokenizer_without_torch(tokenizer, tmp_path):
+    """prepare's workers load the tokenizer it trained by its class, not through
+    AutoTokenizer (whose import brings in torch, about 200 MiB per worker), and it
+    renders and encodes exactly as the AutoTokenizer that training and serving load."""
+    import subprocess
+    import sys
+
+    from transformers import AutoTokenizer
+
+    from agentworld.data.vocab import save_tokenizer
+
+    url = str(tmp_path / "tokenizer")
+    save_tokenizer(tokenizer, url, {})
+    traj = sample_trajectories(1)[0]
+    messages = predict_turn_messages(traj, len(traj.turns))
+    probe = (
+        "import json, sys\n"
+        "from agentworld.data.vocab import load_tokenizer\n"
+        f"tok = load_tokenizer({url!r}, {{}})\n"
+        f"text = tok.apply_chat_template({messages!r}, tokenize=False, add_generation_prompt=True)\n"
+        "ids = tok.backend_tokenizer.encode(text, add_special_tokens=False).ids\n"
+        "print(json.dumps({'torch': 'torch' in sys.modules, 'text': text, 'ids': ids,"
+        " 'pad': tok.pad_token_id, 'eos': tok.eos_token_id}))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout
+    loaded = json.loads(out.strip().splitlines()[-1])
+    assert loaded["torch"] is False
+    auto = AutoTokenizer.from_pretrained(url)
+    text = auto.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    assert loaded["text"] == text
+    assert loaded["ids"] == auto.backend_tokenizer.encode(text, add_special_tokens=False).ids
+    assert (loaded["pad"], loaded["eos"]) == (auto.pad_token_id, auto.eos_token_id)
+
+
 def test_sft_prompt_tokens_are_the_ones_inference_feeds(corpus_texts):
     """Evaluate, RL and serve encode the templated prompt text whole; an earlier
     observation (or action) starting with whitespace merges with its header's newline

@@ -92,9 +92,9 @@ class DataConfig:
     """A CPT document that fits no packed row may be cut to fill the row with the most
     free space when at least this many tokens fit there (each piece its own document);
     0 never cuts. SFT samples are never cut."""
-    pack_window: int = 16384
+    pack_window: int = 4096
     """Samples packed together by best-fit-decreasing (one packing group, one shard)."""
-    rows_per_shard: int = 50_000
+    rows_per_shard: int = 10_000
     """Rows per audit shard (quarantine, duplicates, contaminated, samples)."""
     tokenizer_train_docs: int = 200_000
     """Most trajectories the tokenizer is trained on (a stable hash picks them)."""

@@ -21,7 +21,13 @@ from typing import Any
 from agentworld.data.config import DataConfig
 
 _BROADCAST_CACHE: dict[str, Any] = {}
-TARGET_BLOCK_BYTES = 32 * 1024 * 1024
+TARGET_BLOCK_BYTES = 8 * 1024 * 1024
+"""Ray Data's cap on the blocks a task hands on: with data.block_records, what bounds a
+worker's memory whatever the size of the input."""
+STAGING_FILE_BYTES = 32 * 1024 * 1024
+"""Ingest gathers its blocks into staging files of about this size (a Parquet row group
+per block): dedup reads them one task per file, and fewer files keep its shuffles to
+fewer pieces, while later steps still read them a row group (a block) at a time."""
 
 
 def storage_options_for(url: str) -> dict[str, Any]:

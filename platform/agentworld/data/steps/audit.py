@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 
 from agentworld.data.hashed_shards import write_sharded
 from agentworld.data.labels import STATE_FIELDS, only_state
-from agentworld.data.steps.base import LABEL_INPUTS, Done, Step, StepContext, StepResult
+from agentworld.data.steps.base import Done, Step, StepContext, StepResult
 from agentworld.data.steps.count import CountResult
 from agentworld.data.steps.dedup import DedupResult
 
@@ -125,7 +125,7 @@ def write_audit(
     ]
     shards = {}
     for name, fn, kwargs, n_rows, columns in plans:
-        read = sorted({*columns, *LABEL_INPUTS} - set(STATE_NAMES))
+        read = sorted(set(columns) - set(STATE_NAMES))
         rows = labelled(read).map_batches(fn, batch_format="pyarrow", fn_kwargs=kwargs or None)
         stats = write_sharded(
             rows,

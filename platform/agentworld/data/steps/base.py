@@ -59,7 +59,10 @@ class StepContext:
     _labels: dict[str, Any] | None = field(default=None, repr=False)
 
     def labelled(self, columns: list[str] | None = None):
-        """Ingest rows with their final state (a lazy Ray Dataset)."""
+        """Ingest rows with their final state (a lazy Ray Dataset); ``columns``: only
+        these (and what the state is found from), read from staging alone."""
+        if columns is not None:
+            columns = sorted({*columns, *LABEL_INPUTS})
         if self._labels is None:
             from agentworld.io import read_parquet
 
@@ -73,8 +76,6 @@ class StepContext:
     def kept(self, columns: list[str] | None = None):
         """The kept ingest rows (a lazy Ray Dataset); ``columns``: only these (and
         what the state is found from)."""
-        if columns is not None:
-            columns = sorted({*columns, *LABEL_INPUTS})
         return self.labelled(columns).map_batches(
             only_state, batch_format="pyarrow", fn_kwargs={"state": "kept"}
         )

@@ -27,12 +27,13 @@ def run(ctx: StepContext, done: Done) -> CountResult:
     from agentworld.data.report import STATE_KEYS, conserved, grouped_counts, state_tables
 
     read = done[IngestResult].rows
-    rows = grouped_counts(ctx.labelled(), STATE_KEYS)
+    # Only the columns counted: a block's records and raw lines are most of its bytes.
+    rows = grouped_counts(ctx.labelled([k for k in STATE_KEYS if k != "state"]), STATE_KEYS)
     tables = state_tables(rows)
     if tables["totals"]["read"] != read or not conserved(tables["totals"]):
         raise RuntimeError(f"counts are not conserved: {tables['totals']} vs {read} read")
     kept_by_domain = {d: c["kept"] for d, c in tables["by_domain"].items() if c["kept"]}
-    thresholds = eval_thresholds(ctx.kept(), ctx.job.data, kept_by_domain)
+    thresholds = eval_thresholds(ctx.kept(["domain", "split_hash"]), ctx.job.data, kept_by_domain)
     ctx.progress("count", " ".join(f"{k}={v}" for k, v in tables["totals"].items()))
     return CountResult(states=rows, eval_threshold=thresholds)
 
@@ -62,8 +63,7 @@ def eval_thresholds(ds, cfg: DataConfig, kept_by_domain: dict[str, int]) -> dict
     k = cfg.min_eval_trajectories
     if not kept_by_domain:
         return {}
-    cols = ds.select_columns(["domain", "split_hash"])
-    parts = cols.map_batches(_extremes, batch_format="pyarrow", fn_kwargs={"k": k}).take_all()
+    parts = ds.map_batches(_extremes, batch_format="pyarrow", fn_kwargs={"k": k}).take_all()
     hashes: dict[str, list[float]] = {}
     for r in parts:
         hashes.setdefault(r["domain"], []).append(r["split_hash"])

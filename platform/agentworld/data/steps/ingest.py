@@ -17,7 +17,7 @@ from agentworld.data.decontam import EvalIndex, build_eval_index
 from agentworld.data.features import FeatureSpec, featurize
 from agentworld.data.ingest_rows import ReaderSpec, ReadRange, plan_ranges, read_range
 from agentworld.data.placement import (
-    TARGET_BLOCK_BYTES,
+    STAGING_FILE_BYTES,
     broadcast,
     fetch,
     run_tasks,
@@ -115,7 +115,7 @@ def ingest_to_staging(
     log: Callable[[str], None] = print,
 ) -> int:
     """Ingest rows with features (INGEST_SCHEMA + FEATURE_FIELDS) of every input line,
-    written under ``url`` as Parquet files of about TARGET_BLOCK_BYTES; returns the
+    written under ``url`` as Parquet files of about STAGING_FILE_BYTES; returns the
     rows written. One plain Ray task per file or byte range (``cfg.num_workers`` at a
     time) reads, featurizes and writes its range a block at a time."""
     ranges = plan_ranges(inputs, split_bytes=cfg.split_bytes, storage_options=storage_options)
@@ -153,7 +153,7 @@ def ingest_range(
     storage_options: dict[str, Any],
 ) -> int:
     """Read, featurize and write one range (a task): blocks are gathered up to
-    TARGET_BLOCK_BYTES and each gathering written as one file (a row group per block),
+    STAGING_FILE_BYTES and each gathering written as one file (a row group per block),
     named by the range and its position in it, so that a retried task rewrites its own
     files and adds none."""
     from agentworld.data.text import hash64
@@ -171,7 +171,7 @@ def ingest_range(
     for block in read_range(r, reader):
         pending.append(featurize(block, features, index))
         rows += block.num_rows
-        if sum(t.nbytes for t in pending) >= TARGET_BLOCK_BYTES:
+        if sum(t.nbytes for t in pending) >= STAGING_FILE_BYTES:
             flush()
     if pending:
         flush()

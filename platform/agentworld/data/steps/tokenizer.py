@@ -74,7 +74,7 @@ def _tokenizer_texts(ctx: StepContext, count: CountResult) -> list[str]:
     tokenizer_train_docs), in uid order whatever the block layout."""
     n_kept = sum(r["n"] for r in count.states if r["state"] == "kept")
     fraction = min(1.0, ctx.job.data.tokenizer_train_docs / max(n_kept, 1))
-    sample = ctx.kept().map_batches(
+    sample = ctx.kept(["uid", "record", "domain", "split_hash", "trajectory_id"]).map_batches(
         _training_sample,
         batch_format="pyarrow",
         fn_kwargs={"thresholds": count.eval_threshold, "fraction": fraction},
