@@ -42,37 +42,52 @@ def _layout(tokenizer) -> ChatLayout:
     return cached
 
 
-def _rows_for(traj, e, layout, meta: dict[str, Any], seq_len: int, truncation: str) -> list[dict]:
-    rows = []
+_PER_TRAJECTORY = ("split", "trajectory_id", "domain", "source")
+"""Columns whose value is the trajectory's, the same on each of its rows."""
+
+
+def _columns() -> dict[str, list]:
+    return {f.name: [] for f in SAMPLE_SCHEMA}
+
+
+def _add(cols: dict[str, list], **row: Any) -> None:
+    """One row's per-sample values (the others null); n_tokens and n_targets from its
+    tokens and mask."""
+    tokens, mask = row.get("tokens"), row.get("mask")
+    row["n_tokens"] = 0 if tokens is None else int(tokens.size)
+    row["n_targets"] = 0 if mask is None else int(np.count_nonzero(mask))
+    for name, column in cols.items():
+        if name not in _PER_TRAJECTORY:
+            column.append(row.get(name))
+
+
+def _add_rows_for(
+    cols: dict[str, list], traj, e, layout, meta: dict[str, Any], seq_len: int, truncation: str
+) -> None:
+    """The CPT documents and SFT samples (or their drop reasons) of one trajectory,
+    appended to ``cols``: built column by column, not as a dict per row."""
+    first = len(cols["kind"])
     for s in cpt_samples(e, meta["key"], seq_len):
-        rows.append({**meta, "kind": "cpt", "key": s.key, "tokens": s.tokens, "mask": s.mask})
+        _add(cols, kind="cpt", key=s.key, tokens=s.tokens, mask=s.mask)
     for k in range(1, len(traj.turns) + 1):
         s = sft_sample(e, layout, meta["key"], k, seq_len=seq_len, truncation=truncation)
         if isinstance(s, str):
-            rows.append(
-                {
-                    **meta,
-                    "kind": "sft",
-                    "key": f"{meta['key']}:s:{k:05d}",
-                    "turn_idx": k,
-                    "drop_reason": s,
-                }
-            )
+            _add(cols, kind="sft", key=f"{meta['key']}:s:{k:05d}", turn_idx=k, drop_reason=s)
             continue
-        rows.append(
-            {
-                **meta,
-                "kind": "sft",
-                "key": s.key,
-                "tokens": s.tokens,
-                "mask": s.mask,
-                "turn_idx": k,
-                "messages_json": s.messages_json,
-                "reference": s.reference,
-                "truncated_turns": s.truncated_turns,
-            }
+        _add(
+            cols,
+            kind="sft",
+            key=s.key,
+            tokens=s.tokens,
+            mask=s.mask,
+            turn_idx=k,
+            messages_json=s.messages_json,
+            reference=s.reference,
+            truncated_turns=s.truncated_turns,
         )
-    return rows
+    n = len(cols["kind"]) - first
+    for name in _PER_TRAJECTORY:
+        cols[name].extend([meta[name]] * n)
 
 
 def tokenize_block(
@@ -95,7 +110,7 @@ def tokenize_block(
     layout = _layout(tokenizer)
     trajs = [Trajectory.from_json(r) for r in block.column("record").to_pylist()]
     encoded = encode_trajectories(tokenizer, layout, trajs)
-    rows: list[dict] = []
+    cols = _columns()
     uids = block.column("uid").to_pylist()
     split_hash = block.column("split_hash").to_pylist()
     for traj, e, uid, h in zip(trajs, encoded, uids, split_hash, strict=True):
@@ -106,8 +121,8 @@ def tokenize_block(
             "domain": traj.domain,
             "source": traj.source,
         }
-        rows.extend(_rows_for(traj, e, layout, meta, seq_len, truncation))
-    return _table(rows)
+        _add_rows_for(cols, traj, e, layout, meta, seq_len, truncation)
+    return _table(cols)
 
 
 def _threshold(eval_threshold: float | dict[str, float], domain: str) -> float:
@@ -116,18 +131,14 @@ def _threshold(eval_threshold: float | dict[str, float], domain: str) -> float:
     return eval_threshold
 
 
-def _table(rows: list[dict]) -> pa.Table:
-    for r in rows:
-        tokens = r.get("tokens")
-        r["n_tokens"] = 0 if tokens is None else int(tokens.size)
-        r["n_targets"] = 0 if tokens is None else int(np.count_nonzero(r["mask"]))
-    cols = {}
-    for f in SAMPLE_SCHEMA:
-        values = [r.get(f.name) for r in rows]
-        cols[f.name] = (
-            _lists(values, f.type) if pa.types.is_list(f.type) else pa.array(values, f.type)
-        )
-    return pa.table(cols, schema=SAMPLE_SCHEMA)
+def _table(cols: dict[str, list]) -> pa.Table:
+    arrays = {
+        f.name: _lists(cols[f.name], f.type)
+        if pa.types.is_list(f.type)
+        else pa.array(cols[f.name], f.type)
+        for f in SAMPLE_SCHEMA
+    }
+    return pa.table(arrays, schema=SAMPLE_SCHEMA)
 
 
 def _lists(values: list[np.ndarray | None], typ: pa.ListType) -> pa.Array:

@@ -36,6 +36,7 @@ import numpy as np
 
 from agentworld.schema import Trajectory, predict_turn_messages
 
+_encode_string = json.encoder.encode_basestring  # the C encoder where json has it
 _SENTINEL = "\x00AGENTWORLD-CONTENT\x00"
 ROLES = ("system", "user", "assistant")
 
@@ -194,8 +195,16 @@ def _assemble(layout: ChatLayout, messages: list[dict[str, str]], encodings, hea
         parts += (*pieces, layout.trailer_ids[m["role"]])
         starts.append(starts[-1] + sum(x.size for x in pieces) + layout.trailer_ids[m["role"]].size)
     ids = np.concatenate(parts) if parts else np.empty(0, np.int32)
-    message_json = [json.dumps(m, ensure_ascii=False) for m in messages]
-    return Encoded(messages, ids, starts, contents, message_json)
+    return Encoded(messages, ids, starts, contents, [_message_json(m) for m in messages])
+
+
+def _message_json(message: dict[str, str]) -> str:
+    """``json.dumps(message, ensure_ascii=False)`` for a {role, content} message, from
+    the C string encoder alone (a dumps call per message was an eighth of tokenize's
+    Python time)."""
+    if tuple(message) != ("role", "content") or message["role"] not in ROLES:
+        return json.dumps(message, ensure_ascii=False)
+    return f'{{"role": "{message["role"]}", "content": {_encode_string(message["content"])}}}'
 
 
 def cpt_samples(e: Encoded, key: str, seq_len: int) -> list[Sample]:
