@@ -18,9 +18,11 @@ from agentworld.data import DataConfig
 from agentworld.data.bin_packing import (
     best_fit_decreasing,
     efficiency,
+    fewer_rows,
     minimum_bin_slack,
     pack_documents,
     pack_rows,
+    rows_lower_bound,
 )
 from agentworld.data.components import components_in_memory, large_star, small_star
 from agentworld.data.ingest_rows import INGEST_SCHEMA, ReaderSpec, plan_ranges, read_range
@@ -434,6 +436,25 @@ def test_minimum_bin_slack_fills_rows_better_and_keeps_documents_whole():
         assert len(rows) <= len(best_fit_decreasing(lengths, keys, 1024))
     with pytest.raises(ValueError, match="more than 10"):
         minimum_bin_slack([11], ["long"], 10)
+
+
+def test_an_exact_search_packs_short_documents_into_the_long_ones_gaps():
+    # Minimum bin slack and best fit both need 10 rows here; 9 hold every token, and
+    # the integer program finds them. The lower bound counts tokens and long documents.
+    lengths = [111, 633, 853, 137, 261, 344, 117, 156, 1000, 924, 797, 250, 977, 811, 476]
+    lengths += [345, 219, 446]
+    keys = [f"d{i:03d}" for i in range(len(lengths))]
+    heuristic = min(
+        len(minimum_bin_slack(lengths, keys, 1024)), len(best_fit_decreasing(lengths, keys, 1024))
+    )
+    assert heuristic == 10 and rows_lower_bound(lengths, 1024) == 9
+    rows = pack_rows(lengths, keys, 1024)
+    assert len(rows) == 9
+    assert sorted(i for r in rows for i, _, _ in r) == list(range(len(lengths)))
+    assert all(end - start == lengths[i] for r in rows for i, start, end in r)
+    assert max(sum(end - start for _, start, end in r) for r in rows) <= 1024
+    assert pack_rows(lengths, keys, 1024) == rows  # a node limit, not a clock: the same rows
+    assert fewer_rows(lengths, keys, 1024, 8) is None  # fewer than the tokens need
 
 
 def test_data_config_errors_name_the_field():

@@ -2,7 +2,7 @@
 minimum bin slack for documents that are never cut (each row, opened with the longest
 document left, gets the set of remaining documents that fills it best), best fit
 decreasing where documents may be cut, and for SFT whichever of the two needs fewer
-rows.
+rows, then, for a small group, fewer rows still where an exact search finds them.
 
 Each packed row carries ``position_ids`` that restart at 0 at every document and
 ``doc_lens``, from which a trainer builds a block-diagonal (per-document) causal mask:
@@ -140,12 +140,92 @@ def pack_rows(
     lengths: list[int], keys: list[str], capacity: int, *, split_min: int = 0
 ) -> list[list[Piece]]:
     """The packing pack_documents uses: best fit decreasing when documents may be cut,
-    else the one of minimum bin slack and best fit decreasing with fewer rows."""
+    else the one of minimum bin slack and best fit decreasing with fewer rows, then, for
+    a group small enough, the fewest rows an exact search finds (``fewer_rows``)."""
     bfd = best_fit_decreasing(lengths, keys, capacity, split_min=split_min)
     if split_min:
         return bfd
     mbs = minimum_bin_slack(lengths, keys, capacity)
-    return mbs if len(mbs) < len(bfd) else bfd
+    best = mbs if len(mbs) < len(bfd) else bfd
+    while len(best) > rows_lower_bound(lengths, capacity):
+        fewer = fewer_rows(lengths, keys, capacity, len(best) - 1)
+        if fewer is None:
+            break
+        best = fewer
+    return best
+
+
+def rows_lower_bound(lengths: list[int], capacity: int) -> int:
+    """No packing of whole documents has fewer rows: the tokens need this many, and no
+    two documents longer than half a row share one."""
+    long = sum(1 for n in lengths if 2 * n > capacity)
+    return max(long, -(-sum(lengths) // capacity))
+
+
+EXACT_MAX_VARIABLES = 6_000
+"""The largest exact search (short documents x rows) fewer_rows tries: at most 2.7 s on
+40 random groups of 60-140 documents; larger groups keep the heuristics' rows (96-97%
+full at pack_window 4,096, where one row more or less is a small share)."""
+EXACT_MAX_NODES = 300
+"""Branch-and-bound nodes per exact search: a limit that, unlike a time limit, gives
+the same rows on any machine."""
+
+
+def fewer_rows(
+    lengths: list[int], keys: list[str], capacity: int, rows: int
+) -> list[list[Piece]] | None:
+    """Whole documents in exactly ``rows`` rows, or None where the exact search (an
+    integer program, HiGHS through scipy) finds no such packing within its limits.
+    Each document longer than half a row opens a row of its own; the integer program
+    places the others in those rows' free space and in the rest of the rows.
+
+    The heuristics leave a row to spare where the short documents must be spread over
+    the long ones' gaps just so: on the demo's collected corpus minimum bin slack used 74
+    rows (94.3% full) where 73 exist (95.6%)."""
+    import numpy as np
+    from scipy.optimize import Bounds, LinearConstraint, milp
+    from scipy.sparse import coo_matrix
+
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], keys[i]))
+    long = [i for i in order if 2 * lengths[i] > capacity]
+    short = [i for i in order if 2 * lengths[i] <= capacity]
+    extra = rows - len(long)
+    if extra < 0 or len(short) * rows > EXACT_MAX_VARIABLES or not short:
+        return None
+    room = np.array([capacity - lengths[i] for i in long] + [capacity] * extra, dtype=float)
+    n, m = len(short), rows
+    size = np.array([lengths[i] for i in short], dtype=float)
+    # x[d, r] = 1: short document d goes to row r (variable d * m + r).
+    d, r = np.divmod(np.arange(n * m), m)
+    once = coo_matrix((np.ones(n * m), (d, np.arange(n * m))), shape=(n, n * m))
+    fits = coo_matrix((size[d], (r, np.arange(n * m))), shape=(m, n * m))
+    # The extra rows are alike: short document d (longest first) may open only the
+    # first d + 1 of them, so the search does not try each permutation of the same rows.
+    upper = np.ones(n * m)
+    upper[(r >= len(long)) & (r - len(long) > d)] = 0
+    # Any packing in ``rows`` rows will do; the objective, tokens placed in the long
+    # rows' gaps, gives the search a direction: with none, the demo's 73 rows took more
+    # than 2,000 nodes, with it under 300 (a 5% gap to its optimum ends the search).
+    result = milp(
+        c=np.where(r < len(long), -size[d], 0.0),
+        constraints=[
+            LinearConstraint(once, np.ones(n), np.ones(n)),
+            LinearConstraint(fits, np.zeros(m), room),
+        ],
+        integrality=np.ones(n * m),
+        bounds=Bounds(0, upper),
+        options={"node_limit": EXACT_MAX_NODES, "presolve": True, "mip_rel_gap": 0.05},
+    )
+    if result.x is None or result.status not in (0, 1):
+        return None
+    placed = np.round(result.x).reshape(n, m).argmax(axis=1)
+    out: list[list[Piece]] = [[(i, 0, lengths[i])] for i in long] + [[] for _ in range(extra)]
+    for j, row in enumerate(placed):
+        out[row].append((short[j], 0, lengths[short[j]]))
+    out = [row for row in out if row]
+    if any(sum(end - start for _, start, end in row) > capacity for row in out):
+        return None  # a solution off by the solver's tolerance: keep the heuristic's
+    return out
 
 
 def pack_documents(
