@@ -13,12 +13,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from agentworld.data.hashed_shards import write_sharded
-from agentworld.data.labels import STATE_FIELDS, only_state
+from agentworld.data.labels import only_state
 from agentworld.data.steps.base import Done, Step, StepContext, StepResult
 from agentworld.data.steps.count import CountResult
 from agentworld.data.steps.dedup import DedupResult
 
-STATE_NAMES = [name for name, _ in STATE_FIELDS]
 QUARANTINE_COLUMNS = [
     "uid",
     "input",
@@ -101,7 +100,8 @@ def write_audit(
     storage_options: dict[str, Any],
 ) -> dict[str, int]:
     """Write the three audit directories; returns shards written per directory.
-    ``labelled(columns)``: the labelled ingest rows, reading only those ingest columns.
+    ``labelled(columns)``: the labelled ingest rows, reading only those ingest columns
+    (state fields among them come from the labels).
     Each directory reads the columns it writes: the features (shingles, bands: most of
     an ingest row) and, outside contaminated/, the record are never read."""
     from agentworld.io import join
@@ -125,8 +125,7 @@ def write_audit(
     ]
     shards = {}
     for name, fn, kwargs, n_rows, columns in plans:
-        read = sorted(set(columns) - set(STATE_NAMES))
-        rows = labelled(read).map_batches(fn, batch_format="pyarrow", fn_kwargs=kwargs or None)
+        rows = labelled(columns).map_batches(fn, batch_format="pyarrow", fn_kwargs=kwargs or None)
         stats = write_sharded(
             rows,
             join(out_url, name),

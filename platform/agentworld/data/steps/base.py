@@ -16,7 +16,7 @@ from typing import Any, Generic, Self, TypeVar, cast
 import pyarrow as pa
 
 from agentworld.data.job import PrepareJob, Progress, RunDir
-from agentworld.data.labels import Labels, label_block, only_state
+from agentworld.data.labels import STATE_FIELDS, Labels, label_block, only_state
 from agentworld.data.placement import broadcast, fetch, read_staging
 
 
@@ -60,9 +60,10 @@ class StepContext:
 
     def labelled(self, columns: list[str] | None = None):
         """Ingest rows with their final state (a lazy Ray Dataset); ``columns``: only
-        these (and what the state is found from), read from staging alone."""
+        these ingest columns and what the state is found from, read from staging alone
+        (names of the state fields the labels add are not read)."""
         if columns is not None:
-            columns = sorted({*columns, *LABEL_INPUTS})
+            columns = sorted({*columns, *LABEL_INPUTS} - {name for name, _ in STATE_FIELDS})
         if self._labels is None:
             from agentworld.io import read_parquet
 

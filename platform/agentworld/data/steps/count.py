@@ -28,7 +28,7 @@ def run(ctx: StepContext, done: Done) -> CountResult:
 
     read = done[IngestResult].rows
     # Only the columns counted: a block's records and raw lines are most of its bytes.
-    rows = grouped_counts(ctx.labelled([k for k in STATE_KEYS if k != "state"]), STATE_KEYS)
+    rows = grouped_counts(ctx.labelled(STATE_KEYS), STATE_KEYS)
     tables = state_tables(rows)
     if tables["totals"]["read"] != read or not conserved(tables["totals"]):
         raise RuntimeError(f"counts are not conserved: {tables['totals']} vs {read} read")
