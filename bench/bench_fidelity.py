@@ -71,7 +71,8 @@ def pipeline(out: str, a: argparse.Namespace, timings: dict[str, float]) -> None
                         "--set", f"collect.episodes={a.episodes}", "--set", "collect.seed=0", *r],
             timings)  # fmt: skip
     run_job("prepare", ["--input", f"{out}/raw", "--out", f"{out}/prepared", *r,
-                        "--set", "data.progress_bars=False"], timings)  # fmt: skip
+                        "--set", "data.progress_bars=False",
+                        "--set", f"data.observation_memory={a.memory}"], timings)  # fmt: skip
     run_job("cpt", ["--data", f"{out}/prepared", "--out", f"{out}/cpt", *r,
                     "--set", f"train.max_steps={a.cpt_steps}"], timings)  # fmt: skip
     run_job("sft", ["--data", f"{out}/prepared", "--init", f"{out}/cpt/hf", "--out", f"{out}/sft",
@@ -190,6 +191,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--rl-steps", type=int, default=12)
     p.add_argument("--sessions", type=int, default=9, help="unseen-settings terminal sessions")
     p.add_argument("--out", help="run directory (default: a temporary one)")
+    p.add_argument(
+        "--memory",
+        default="true",
+        choices=("true", "false"),
+        help="data.observation_memory: the model's memory of the training observations",
+    )
     return parse_sized(p, QUICK, argv)
 
 

@@ -400,3 +400,36 @@ def _killed_while_packing_keeps_the_written_shards(fs, raw, out, report, keys) -
         again.column("trajectory_id").to_pylist(), again.column("turn_idx").to_pylist(), strict=True
     )
     assert sorted(pairs) == sorted(keys)
+
+
+def test_with_the_memory_each_sample_recalls_another_trajectorys_observation(
+    ray_cluster, collected_corpus, tmp_path
+):
+    """data.observation_memory: the memory holds every turn of the kept training
+    trajectories and nothing held out; each SFT sample's action carries the observation
+    of a turn of another trajectory (agentworld.model.memory)."""
+    from agentworld.data.run import prepare
+    from agentworld.model.memory import MAX_CHARS, read_memory, split_memory
+
+    out = str(tmp_path / "out")
+    prepare(_job([collected_corpus], out, observation_memory=True), log=lambda _: None)
+    memory = read_memory(join(out, "tokenizer"))
+    samples = read_parquet(list_shards(join(out, "samples", "sft"))[0]).to_pylist()
+    split = {s["trajectory_id"]: s["split"] for s in samples}
+    kept = {t.id: t for t in read_records(collected_corpus).records if t.id in split}
+    training = [t for t in kept.values() if split[t.id] == "train"]
+    assert sorted(e.trajectory for e in memory.entries) == sorted(
+        t.id for t in training for _ in t.turns
+    )
+    assert "eval" in split.values()
+    recalled = 0
+    for s in samples:
+        remembered = split_memory(json.loads(s["messages_json"])[-1]["content"])[1]
+        if remembered is None:
+            continue
+        recalled += 1
+        others = {
+            e.observation[:MAX_CHARS] for e in memory.entries if e.trajectory != s["trajectory_id"]
+        }
+        assert remembered in others
+    assert recalled == len(samples)  # the corpus's samples all fit with their memory

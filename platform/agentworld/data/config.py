@@ -98,6 +98,14 @@ class DataConfig:
     """Rows per audit shard (quarantine, duplicates, contaminated, samples)."""
     tokenizer_train_docs: int = 200_000
     """Most trajectories the tokenizer is trained on (a stable hash picks them)."""
+    observation_memory: bool = False
+    """Give the model a memory of the training split's observations
+    (agentworld.model.memory): every SFT sample's action carries the observation that
+    followed the most similar environment and action of another training trajectory,
+    and the memory is saved with the tokenizer, so that evaluate, RL and serve prompt
+    the model the same way. One BM25 index over every training turn, built in one
+    process and loaded by every tokenize worker: sized for corpora of up to a few
+    hundred thousand turns."""
     progress_bars: bool = True
     """Ray Data's progress bars; the step lines are printed either way."""
     seed: int = 0

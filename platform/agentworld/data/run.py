@@ -14,7 +14,17 @@ from typing import Any
 from agentworld.console import say
 from agentworld.data.job import PrepareJob, Progress, RunDir
 from agentworld.data.placement import data_context, storage_options_for
-from agentworld.data.steps import audit, count, dedup, ingest, pack, samples, tokenize, tokenizer
+from agentworld.data.steps import (
+    audit,
+    count,
+    dedup,
+    ingest,
+    memory,
+    pack,
+    samples,
+    tokenize,
+    tokenizer,
+)
 from agentworld.data.steps.base import Done, Step, StepContext
 
 STEPS: tuple[Step, ...] = (
@@ -23,6 +33,7 @@ STEPS: tuple[Step, ...] = (
     count.STEP,
     audit.STEP,
     tokenizer.STEP,
+    memory.STEP,
     tokenize.STEP,
     pack.STEP,
     samples.STEP,

@@ -3,6 +3,8 @@ task side of the tokenize step; the tokenizer is loaded once per worker process)
 
 from __future__ import annotations
 
+import functools
+import json
 from typing import Any
 
 import numpy as np
@@ -99,9 +101,12 @@ def tokenize_block(
     truncation: str,
     eval_threshold: float | dict[str, float],
     custom_domains: tuple[str, ...] = (),
+    memory: bool = False,
 ) -> pa.Table:
     """SAMPLE_SCHEMA rows for a block of kept records (dropped samples carry a reason
-    and no tokens). ``eval_threshold``: one split-hash threshold, or one per domain."""
+    and no tokens). ``eval_threshold``: one split-hash threshold, or one per domain.
+    ``memory``: each action carries its memory (agentworld.model.memory), read from the
+    tokenizer's directory."""
     from agentworld.schema import register_domain
 
     for name in custom_domains:  # records are validated again when parsed here
@@ -109,7 +114,10 @@ def tokenize_block(
     tokenizer = load_tokenizer(tokenizer_url, storage_options)
     layout = _layout(tokenizer)
     trajs = [Trajectory.from_json(r) for r in block.column("record").to_pylist()]
-    encoded = encode_trajectories(tokenizer, layout, trajs)
+    remembered = None
+    if memory:
+        remembered = remembered_observations(load_memory(tokenizer_url, storage_options), trajs)
+    encoded = encode_trajectories(tokenizer, layout, trajs, remembered)
     cols = _columns()
     uids = block.column("uid").to_pylist()
     split_hash = block.column("split_hash").to_pylist()
@@ -123,6 +131,36 @@ def tokenize_block(
         }
         _add_rows_for(cols, traj, e, layout, meta, seq_len, truncation)
     return _table(cols)
+
+
+def remembered_observations(memory, trajs: list[Trajectory]) -> list[list[str | None]]:
+    """Per trajectory and turn, the observation its action is given from the memory
+    (never one of its own trajectory's)."""
+    from agentworld.schema.compact import compact_environment
+
+    contexts, owners = [], []
+    for traj in trajs:
+        system = {"role": "system", "content": compact_environment(traj.environment)}
+        for turn in traj.turns:  # what a prompt is matched on: environment and action
+            contexts.append([system, {"role": "user", "content": turn.action}])
+            owners.append(traj.id)
+    found = iter(memory.lookup(contexts, owners))
+    return [[next(found) for _ in traj.turns] for traj in trajs]
+
+
+@functools.lru_cache(maxsize=2)
+def _memory_cached(url: str, options_key: str):
+    from agentworld.model.memory import read_memory
+
+    memory = read_memory(url, **json.loads(options_key))
+    if memory is None:
+        raise FileNotFoundError(f"no observation memory in {url} (the memory step writes it)")
+    return memory
+
+
+def load_memory(tokenizer_url: str, storage_options: dict[str, Any]):
+    """The run's observation memory (cached per process)."""
+    return _memory_cached(tokenizer_url, json.dumps(storage_options, sort_keys=True))
 
 
 def _threshold(eval_threshold: float | dict[str, float], domain: str) -> float:

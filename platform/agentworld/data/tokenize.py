@@ -30,7 +30,7 @@ sample's message list is the join of its messages' JSON).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -132,17 +132,28 @@ def trajectory_messages(traj: Trajectory) -> list[dict[str, str]]:
     ]
 
 
+@dataclass(frozen=True)
+class Framed:
+    """One message's tokens with its header and trailer, and its JSON."""
+
+    ids: np.ndarray
+    json: str
+
+
 @dataclass
 class Encoded:
     """One trajectory encoded once: its messages, ids (N,) int32 as the whole templated
     text encodes, per message the token where it starts (plus N), its content's own
-    tokens (what a sample trains on when the message is the target), and its JSON."""
+    tokens (what a sample trains on when the message is the target), and its JSON. Per
+    turn, the action's user message with its memory attached, where it has one
+    (agentworld.model.memory)."""
 
     messages: list[dict[str, str]]
     ids: np.ndarray
     starts: list[int]  # message starts, plus N
     contents: list[np.ndarray]
     message_json: list[str]
+    remembered: list[Framed | None] = field(default_factory=list)
 
 
 def _merges_with_header(content: str) -> bool:
@@ -159,23 +170,65 @@ def _encode_contents(tokenizer, texts: list[str]):
     return encode(texts, add_special_tokens=False)
 
 
-def encode_trajectories(tokenizer, layout: ChatLayout, trajs: list[Trajectory]) -> list[Encoded]:
-    """Encode many trajectories with one batched call over all message contents (and a
-    second, small one over the header + content of messages starting with whitespace)."""
-    all_messages = [trajectory_messages(t) for t in trajs]
-    flat = [m for messages in all_messages for m in messages]
+def _encode_messages(tokenizer, layout: ChatLayout, flat: list[dict[str, str]]):
+    """Per message, its content's encoding and (for content starting with whitespace)
+    the joint encoding of header and content, else None."""
     encoded = _encode_contents(tokenizer, [m["content"] for m in flat])
     merged_at = [i for i, m in enumerate(flat) if _merges_with_header(m["content"])]
     merged = _encode_contents(
         tokenizer, [layout.header[flat[i]["role"]] + flat[i]["content"] for i in merged_at]
     )
     framed = dict(zip(merged_at, merged, strict=True))
+    return encoded, [framed.get(j) for j in range(len(flat))]
+
+
+def encode_trajectories(
+    tokenizer,
+    layout: ChatLayout,
+    trajs: list[Trajectory],
+    remembered: list[list[str | None]] | None = None,
+) -> list[Encoded]:
+    """Encode many trajectories with one batched call over all message contents (and a
+    second, small one over the header + content of messages starting with whitespace).
+    ``remembered[i][k-1]``: the observation to attach to turn k's action of trajectory
+    i, or None (agentworld.model.memory)."""
+    all_messages = [trajectory_messages(t) for t in trajs]
+    flat = [m for messages in all_messages for m in messages]
+    encoded, heads = _encode_messages(tokenizer, layout, flat)
     out, i = [], 0
     for messages in all_messages:
-        heads = [framed.get(j) for j in range(i, i + len(messages))]
-        out.append(_assemble(layout, messages, encoded[i : i + len(messages)], heads))
-        i += len(messages)
+        n = len(messages)
+        out.append(_assemble(layout, messages, encoded[i : i + n], heads[i : i + n]))
+        i += n
+    if remembered is not None:
+        _attach_memory(tokenizer, layout, trajs, out, remembered)
     return out
+
+
+def _attach_memory(tokenizer, layout, trajs, out: list[Encoded], remembered) -> None:
+    from agentworld.model.memory import attach
+
+    at, users = [], []
+    for i, (traj, memory) in enumerate(zip(trajs, remembered, strict=True)):
+        out[i].remembered = [None] * len(traj.turns)
+        for k, observation in enumerate(memory):
+            if observation is not None:
+                at.append((i, k))
+                users.append({"role": "user", "content": attach(traj.turns[k].action, observation)})
+    encoded, heads = _encode_messages(tokenizer, layout, users)
+    trailer = layout.trailer_ids["user"]
+    for (i, k), m, enc, head in zip(at, users, encoded, heads, strict=True):
+        _, pieces = _pieces(layout, "user", enc, head)
+        out[i].remembered[k] = Framed(np.concatenate([*pieces, trailer]), _message_json(m))
+
+
+def _pieces(layout: ChatLayout, role: str, enc, head) -> tuple[np.ndarray, tuple]:
+    """A message's content tokens, and its header + content tokens as the templated text
+    encodes them (``head``: the joint encoding of header and content, or None)."""
+    content = np.asarray(enc.ids, dtype=np.int32)
+    if head is None:
+        return content, (layout.header_ids[role], content)
+    return content, (np.asarray(head.ids, np.int32),)
 
 
 def _assemble(layout: ChatLayout, messages: list[dict[str, str]], encodings, heads) -> Encoded:
@@ -185,13 +238,8 @@ def _assemble(layout: ChatLayout, messages: list[dict[str, str]], encodings, hea
     contents: list[np.ndarray] = []
     starts = [0]
     for m, enc, head in zip(messages, encodings, heads, strict=True):
-        content = np.asarray(enc.ids, dtype=np.int32)
+        content, pieces = _pieces(layout, m["role"], enc, head)
         contents.append(content)
-        pieces = (
-            (layout.header_ids[m["role"]], content)
-            if head is None
-            else (np.asarray(head.ids, np.int32),)
-        )
         parts += (*pieces, layout.trailer_ids[m["role"]])
         starts.append(starts[-1] + sum(x.size for x in pieces) + layout.trailer_ids[m["role"]].size)
     ids = np.concatenate(parts) if parts else np.empty(0, np.int32)
@@ -223,25 +271,47 @@ def sft_sample(
     e: Encoded, layout: ChatLayout, key: str, k: int, *, seq_len: int, truncation: str
 ) -> Sample | str:
     """Sample for turn k (1-based), or the reason it is dropped: the prompt's tokens as
-    the templated prompt encodes, then the header and observation k's own tokens."""
+    the templated prompt encodes, then the header and observation k's own tokens. The
+    action carries its memory where it has one and the sample fits with it (dropping
+    the oldest turns as needed); otherwise it goes without."""
+    memory = e.remembered[k - 1] if e.remembered else None
+    if memory is not None:
+        sample = _sft_sample(e, layout, key, k, memory, seq_len=seq_len, truncation=truncation)
+        if not isinstance(sample, str):
+            return sample
+    return _sft_sample(e, layout, key, k, None, seq_len=seq_len, truncation=truncation)
+
+
+def _sft_sample(
+    e: Encoded,
+    layout: ChatLayout,
+    key: str,
+    k: int,
+    memory: Framed | None,
+    *,
+    seq_len: int,
+    truncation: str,
+) -> Sample | str:
     s, t = e.starts, 2 * k
     header, trailer = layout.header_ids["assistant"], layout.trailer_ids["assistant"]
+    user = e.ids[s[t - 1] : s[t]] if memory is None else memory.ids
     target = e.contents[t]
     sys_end, answer = s[1], header.size + target.size + trailer.size
     dropped = 0
-    while sys_end + s[t] - s[2 * dropped + 1] + answer > seq_len:
+    while sys_end + s[t - 1] - s[2 * dropped + 1] + user.size + answer > seq_len:
         if truncation == "drop":
             return "too_long"
         dropped += 1
         if dropped >= k:
             return "too_long_after_truncation"
-    history = e.ids[s[2 * dropped + 1] : s[t]]
-    tokens = np.concatenate([e.ids[:sys_end], history, header, target, trailer])
+    history = e.ids[s[2 * dropped + 1] : s[t - 1]]
+    tokens = np.concatenate([e.ids[:sys_end], history, user, header, target, trailer])
     mask = np.zeros(tokens.size, dtype=np.int8)  # at the sample's own length
-    begin = sys_end + history.size + header.size
+    begin = sys_end + history.size + user.size + header.size
     mask[begin : begin + target.size + layout.target_trailer] = 1
     # json.dumps of the message list, from each message's JSON written once
-    predict = [e.message_json[0], *e.message_json[2 * dropped + 1 : t]]
+    user_json = e.message_json[t - 1] if memory is None else memory.json
+    predict = [e.message_json[0], *e.message_json[2 * dropped + 1 : t - 1], user_json]
     return Sample(
         "sft",
         f"{key}:s:{k:05d}",

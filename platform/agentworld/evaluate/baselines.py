@@ -28,45 +28,22 @@ def copy_previous(messages: Sequence[Message]) -> str:
     return ""
 
 
-def query_text(messages: Sequence[Message]) -> str:
-    """What retrieval matches on: the environment (system) text and the current action."""
-    system = messages[0]["content"] if messages and messages[0]["role"] == "system" else ""
-    return f"{system}\n{messages[-1]['content']}" if messages else ""
-
-
-def _tokens(texts: list[str]) -> list[list[str]]:
-    import bm25s
-
-    return bm25s.tokenize(texts, stopwords=None, show_progress=False, return_ids=False)
-
-
 class Retrieval:
-    """BM25 over (environment + action) of training examples; predicts the observation
-    that followed the best match, or "" when no word of the query is in the index."""
+    """BM25 over (environment + action) of training examples (an observation memory
+    without trajectories: agentworld.model.memory); predicts the observation that
+    followed the best match, or "" when no word of the query is in the index."""
 
     def __init__(self, examples: Iterable[tuple[Sequence[Message], str]]) -> None:
-        import bm25s
+        from agentworld.model.memory import Entry, ObservationMemory, query_text
 
-        pairs = list(examples)
-        self.observations = [obs for _, obs in pairs]
-        self._retriever = bm25s.BM25() if pairs else None
-        if self._retriever is not None:
-            corpus = _tokens([query_text(m) for m, _ in pairs])
-            self._retriever.index(corpus, show_progress=False)
+        self._memory = ObservationMemory([Entry(query_text(m), obs, "") for m, obs in examples])
 
     def __len__(self) -> int:
-        return len(self.observations)
+        return len(self._memory)
 
     def predict(self, contexts: Sequence[Sequence[Message]]) -> list[str]:
         """One prediction per context, in order."""
-        if self._retriever is None or not contexts:
-            return ["" for _ in contexts]
-        queries = _tokens([query_text(m) for m in contexts])
-        ids, scores = self._retriever.retrieve(queries, k=1, show_progress=False)
-        return [
-            self.observations[int(i[0])] if s[0] > 0 else ""
-            for i, s in zip(ids, scores, strict=True)
-        ]
+        return [found or "" for found in self._memory.lookup(contexts)]
 
 
 def baseline_rows(

@@ -38,9 +38,11 @@ class VLLMPredictor:
         from vllm import LLM, SamplingParams
 
         from agentworld.model import local_model_dir
+        from agentworld.model.memory import read_memory
 
         path = local_model_dir(model_url)
         self.tokenizer = AutoTokenizer.from_pretrained(path)
+        self.memory = read_memory(path)
         self.llm = LLM(
             model=path,
             **engine,
@@ -55,7 +57,11 @@ class VLLMPredictor:
         self.budget = engine["max_model_len"] - sampling["max_tokens"]
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, list]:
-        prompts = [self.prompt_ids(json.loads(m)) for m in batch["messages_json"]]
+        contexts = [json.loads(m) for m in batch["messages_json"]]
+        if self.memory is not None:  # the model was trained with one: prompt it the same way
+            owners = [str(k).rsplit("#", 1)[0] for k in batch["key"]]
+            contexts = self.memory.with_memory(contexts, owners)
+        prompts = [self.prompt_ids(m) for m in contexts]
         fits = [ids for ids, err in prompts if err is None]
         outs = iter(
             self.llm.generate(

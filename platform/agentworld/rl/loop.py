@@ -66,10 +66,12 @@ def build_batch(
 def predictions_of(
     contexts: Sequence[Context], completions: Sequence[Sequence[Completion]]
 ) -> list[Prediction]:
+    from agentworld.model.memory import without_memory
+
     return [
         Prediction(
             domain=c.domain,
-            messages=c.messages,
+            messages=without_memory(c.messages),  # the session, as rewards read it
             reference=c.reference,
             raw=comp.text,
             finished=comp.finished,

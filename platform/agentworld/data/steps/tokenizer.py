@@ -57,7 +57,7 @@ def _texts(block: pa.Table) -> pa.Table:
     return pa.table({"text": out})
 
 
-def _training_sample(block: pa.Table, *, thresholds: dict[str, float], fraction: float) -> pa.Table:
+def training_sample(block: pa.Table, *, thresholds: dict[str, float], fraction: float) -> pa.Table:
     from agentworld.data.text import unit_hash
 
     cut = np.array([thresholds.get(d, 0.0) for d in block.column("domain").to_pylist()])
@@ -75,7 +75,7 @@ def _tokenizer_texts(ctx: StepContext, count: CountResult) -> list[str]:
     n_kept = sum(r["n"] for r in count.states if r["state"] == "kept")
     fraction = min(1.0, ctx.job.data.tokenizer_train_docs / max(n_kept, 1))
     sample = ctx.kept(["uid", "record", "domain", "split_hash", "trajectory_id"]).map_batches(
-        _training_sample,
+        training_sample,
         batch_format="pyarrow",
         fn_kwargs={"thresholds": count.eval_threshold, "fraction": fraction},
     )
