@@ -193,9 +193,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", help="run directory (default: a temporary one)")
     p.add_argument(
         "--memory",
-        default="true",
+        default="false",
         choices=("true", "false"),
-        help="data.observation_memory: the model's memory of the training observations",
+        help="data.observation_memory: the model's memory of the training observations "
+        "(true writes bench/results/fidelity_memory.json)",
     )
     return parse_sized(p, QUICK, argv)
 
@@ -249,6 +250,7 @@ def main() -> int:
     result = {
         "quick": a.quick,
         "recipe": a.recipe,
+        "observation_memory": a.memory == "true",
         "episodes": a.episodes,
         "steps": {"cpt": a.cpt_steps, "sft": a.sft_steps, "rl": a.rl_steps},
         "sft_drop_rates": report["sft_drop_rates"],
@@ -258,7 +260,8 @@ def main() -> int:
         "awb_unseen_settings": {"rows": rows, "rl": awb_f},
         "seconds": {k: round(v, 1) for k, v in timings.items()},
     }  # fmt: skip
-    path = write_result("fidelity", result, goals=goals)
+    name = "fidelity_memory" if a.memory == "true" else "fidelity"
+    path = write_result(name, result, goals=goals)
     print(json.dumps({"heldout_sft": sft_f, "heldout_rl": rl_f, "awb_rl": awb_f}, indent=1))
     for g in goals:
         print(
