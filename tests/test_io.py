@@ -131,3 +131,19 @@ def test_writer_killed_during_its_s3_upload_leaves_nothing(s3_server, s3_bucket)
     get_fs(url)[0].invalidate_cache()
     assert not exists(url)
     assert s3.list_objects_v2(Bucket=bucket).get("KeyCount", 0) == 0
+
+
+def test_a_short_process_that_reads_parquet_exits_cleanly(tmp_path):
+    """A threaded pyarrow read through a Python file object can leave its thread pool to
+    abort the process at exit (rc 134, "terminate called without an active exception":
+    13 of 20 runs before read_parquet read without threads). A job or script that reads a
+    shard and exits must exit 0."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    url = str(tmp_path / "part-00000.parquet")
+    pq.write_table(pa.table({"a": list(range(5000)), "b": [str(i) for i in range(5000)]}), url)
+    script = f"from agentworld.io import read_parquet\nprint(read_parquet({url!r}).num_rows)\n"
+    for _ in range(6):
+        run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+        assert (run.returncode, run.stdout.strip()) == (0, "5000"), run.stderr[-500:]

@@ -204,7 +204,10 @@ def read_parquet(url: str, *, columns: list[str] | None = None, **storage_option
     """One Parquet shard whole (only ``columns``, if given)."""
     fs, path = get_fs(url, **storage_options)
     with fs.open(path, "rb") as f:
-        return pq.read_table(f, columns=columns)
+        # Without threads: a threaded read through a Python file object leaves pyarrow's
+        # thread pool to abort the process at exit ("terminate called without an active
+        # exception"; 13 of 20 short processes here, pyarrow 26; apache/arrow#50482).
+        return pq.read_table(f, columns=columns, use_threads=False)
 
 
 def _iter_parquet_records(url: str, *, errors: str, **storage_options: Any) -> Iterator[Any]:
@@ -212,7 +215,7 @@ def _iter_parquet_records(url: str, *, errors: str, **storage_options: Any) -> I
     with fs.open(path, "rb") as f:
         pf = pq.ParquetFile(f)
         row_no = 0
-        for batch in pf.iter_batches():
+        for batch in pf.iter_batches(use_threads=False):  # as read_parquet
             for row in batch.to_pylist():
                 row_no += 1
                 try:

@@ -160,8 +160,8 @@ class ObservationMemory:
     def from_parquet(cls, data: bytes) -> ObservationMemory:
         import pyarrow.parquet as pq
 
-        # Without threads: a threaded read left a thread that aborted the process at exit
-        # (1 in 6 short processes, pyarrow 26).
+        # Without threads, as agentworld.io.read_parquet (a threaded read can abort the
+        # process at exit).
         table = pq.read_table(io.BytesIO(data), use_threads=False)
         cols = [table.column(n).to_pylist() for n in Entry.FIELDS]
         return cls([Entry(*row) for row in zip(*cols, strict=True)])
