@@ -25,6 +25,7 @@ def run(ctx: StepContext, done: Done) -> MemoryResult:
     from agentworld.model.memory import FILE, Entry, ObservationMemory
 
     if not ctx.job.data.observation_memory:
+        ctx.progress("memory", "off (data.observation_memory)")
         return MemoryResult(entries=0)
     rows = ctx.kept(["uid", "record", "domain", "split_hash", "trajectory_id"]).map_batches(
         training_sample,
