@@ -136,15 +136,16 @@ def tokenize_block(
 def remembered_observations(memory, trajs: list[Trajectory]) -> list[list[str | None]]:
     """Per trajectory and turn, the observation its action is given from the memory
     (never one of its own trajectory's)."""
+    from agentworld.model.memory import match_text
     from agentworld.schema.compact import compact_environment
 
-    contexts, owners = [], []
+    texts, owners = [], []
     for traj in trajs:
-        system = {"role": "system", "content": compact_environment(traj.environment)}
-        for turn in traj.turns:  # what a prompt is matched on: environment and action
-            contexts.append([system, {"role": "user", "content": turn.action}])
+        system = compact_environment(traj.environment)
+        for turn in traj.turns:
+            texts.append(match_text(system, turn.action))
             owners.append(traj.id)
-    found = iter(memory.lookup(contexts, owners))
+    found = iter(memory.lookup_texts(texts, owners))
     return [[next(found) for _ in traj.turns] for traj in trajs]
 
 

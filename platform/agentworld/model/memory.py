@@ -41,13 +41,18 @@ MAX_CHARS = 2000
 for the observation the model writes)."""
 
 
+def match_text(system: str, action: str) -> str:
+    """What a turn is matched on: its (compacted) environment text and its action."""
+    return f"{system}\n{action}"
+
+
 def query_text(messages: Sequence[Message]) -> str:
-    """What a prompt is matched on: its environment (system) text and its action, without
-    any memory already added."""
+    """``match_text`` of a prompt: its system text and its action, without any memory
+    already added."""
     if not messages:
         return ""
     system = messages[0]["content"] if messages[0]["role"] == "system" else ""
-    return f"{system}\n{split_memory(messages[-1]['content'])[0]}"
+    return match_text(system, split_memory(messages[-1]["content"])[0])
 
 
 def split_memory(content: str) -> tuple[str, str | None]:
@@ -112,12 +117,17 @@ class ObservationMemory:
     ) -> list[str | None]:
         """Per context, the observation of its best match (from another trajectory than
         ``exclude[i]``), or None when no word of the query is in the memory."""
-        if self._retriever is None or not contexts:
-            return [None for _ in contexts]
-        queries = _tokens([query_text(m) for m in contexts])
+        return self.lookup_texts([query_text(m) for m in contexts], exclude)
+
+    def lookup_texts(
+        self, texts: Sequence[str], exclude: Sequence[str | None] | None = None
+    ) -> list[str | None]:
+        """``lookup`` of queries already written as ``match_text``."""
+        if self._retriever is None or not texts:
+            return [None for _ in texts]
         k = self._k if exclude else 1
-        ids, scores = self._retriever.retrieve(queries, k=k, show_progress=False)
-        exclude = exclude or [None] * len(contexts)
+        ids, scores = self._retriever.retrieve(_tokens(list(texts)), k=k, show_progress=False)
+        exclude = exclude or [None] * len(texts)
         out: list[str | None] = []
         for row_ids, row_scores, own in zip(ids, scores, exclude, strict=True):
             found = None

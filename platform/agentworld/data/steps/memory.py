@@ -49,8 +49,9 @@ STEP = Step("memory", MemoryResult, run)
 
 
 def _entries(block: pa.Table) -> pa.Table:
-    """One row per turn: what it is matched on (agentworld.model.memory.query_text of its
-    prompt), the observation that followed, the trajectory id."""
+    """One row per turn: what it is matched on, the observation that followed, the
+    trajectory id."""
+    from agentworld.model.memory import match_text
     from agentworld.schema.compact import compact_environment
 
     out: dict[str, list[str]] = {"query": [], "observation": [], "trajectory": []}
@@ -58,7 +59,7 @@ def _entries(block: pa.Table) -> pa.Table:
         r = json.loads(record)
         system = compact_environment(r["environment"])
         for turn in r["turns"]:
-            out["query"].append(f"{system}\n{turn['action']}")
+            out["query"].append(match_text(system, turn["action"]))
             out["observation"].append(turn["observation"])
             out["trajectory"].append(r["id"])
     return pa.table(out)
