@@ -17,7 +17,7 @@ from dataclasses import asdict
 from typing import Any
 
 from agentworld.evaluate.config import InferConfig
-from agentworld.evaluate.items import EvalItem, failure_row, prediction_row
+from agentworld.evaluate.items import EvalItem, failure_row, key_trajectory, prediction_row
 
 # Engine settings the actors must see even when the cluster was started elsewhere.
 _FORWARDED_ENV = (
@@ -59,7 +59,7 @@ class VLLMPredictor:
     def __call__(self, batch: dict[str, Any]) -> dict[str, list]:
         contexts = [json.loads(m) for m in batch["messages_json"]]
         if self.memory is not None:  # the model was trained with one: prompt it the same way
-            owners = [str(k).rsplit("#", 1)[0] for k in batch["key"]]
+            owners = [key_trajectory(str(k)) for k in batch["key"]]
             contexts = self.memory.with_memory(contexts, owners)
         prompts = [self.prompt_ids(m) for m in contexts]
         fits = [ids for ids, err in prompts if err is None]
