@@ -289,7 +289,10 @@ def _parquet_items(r: ReadRange, spec: ReaderSpec) -> Iterator[_Item]:
     fs, path = get_fs(r.url, **spec.storage_options)
     with fs.open(path, "rb") as f:
         row_no = 0
-        for batch in pq.ParquetFile(f).iter_batches(batch_size=spec.block_records):
+        for batch in pq.ParquetFile(f).iter_batches(
+            batch_size=spec.block_records,
+            use_threads=False,  # as io.read_parquet
+        ):
             is_record = "turns" in batch.schema.names
             for obj in batch.to_pylist():
                 raw = json.dumps(obj, default=str, ensure_ascii=False).encode()

@@ -252,7 +252,7 @@ def _read_parquet_file(url: str, columns: list[str] | None, storage_options: dic
 
     fs, path = get_fs(url, **storage_options)
     with fs.open(path, "rb") as f:
-        for batch in pq.ParquetFile(f).iter_batches(columns=columns):
+        for batch in pq.ParquetFile(f).iter_batches(columns=columns, use_threads=False):
             yield pa.Table.from_batches([batch])
 
 
@@ -417,6 +417,6 @@ def _group_task(batch, *, fn, fn_kwargs: dict[str, Any], storage_options: dict[s
         for file_url, row_group in json.loads(pieces):
             fs, path = get_fs(file_url, **storage_options)
             with fs.open(path, "rb") as f:
-                parts.append(pq.ParquetFile(f).read_row_group(row_group))
+                parts.append(pq.ParquetFile(f).read_row_group(row_group, use_threads=False))
         out.append(fn(pa.concat_tables(parts, promote_options="permissive"), **fn_kwargs))
     return pa.concat_tables(out)

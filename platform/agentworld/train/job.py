@@ -86,7 +86,9 @@ def _parquet_rows(url: str, field_name: str) -> tuple[int, int]:
             meta = pq.ParquetFile(f)
             rows += meta.metadata.num_rows
             if not seq_len and meta.metadata.num_rows:
-                seq_len = len(meta.read_row_group(0, columns=["input_ids"]).column(0)[0])
+                seq_len = len(
+                    meta.read_row_group(0, columns=["input_ids"], use_threads=False).column(0)[0]
+                )
     return rows, seq_len
 
 

@@ -95,7 +95,7 @@ def read_held_out(url: str):
     import pyarrow.parquet as pq
 
     path, fs = arrow_storage(url)
-    return pq.read_table(path, filesystem=fs, columns=PACKED_COLUMNS)
+    return pq.read_table(path, filesystem=fs, columns=PACKED_COLUMNS, use_threads=False)
 
 
 def build_trainer(train_fn, spec, *, train_data, held_out, events, out_url: str, callbacks: list):
