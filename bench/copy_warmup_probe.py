@@ -4,11 +4,12 @@ The ``small_cpu`` world model does not repeat the query or the opened id that a 
 observation repeats from its prompt (bench/search_copy_check.py), though its
 architecture learns to copy a random span within about 250 steps when that is the task.
 This probe trains a CPT export further, in one process with the project's loss
-(train.loss.forward_losses), on the run's own packed CPT rows (2 rows of ``seq_len`` a
-step) and, unless ``--no-copy``, on synthetic copy documents (8 rows of 256 tokens a
-step: ``1 span 2 span``, ids 1 and 2 as markers, spans of 4-12 random tokens from id
-300 up, the loss on the repeated span only), and writes an HF export that jobs/sft.py
-starts from. ``--no-copy`` is the control: the same extra steps on the real rows alone.
+(train.loss.forward_losses) and the recipe's CPT optimizer and schedule, on the run's
+own packed CPT rows (2 rows of ``seq_len`` a step) and, unless ``--no-copy``, on
+synthetic copy documents (8 rows of 256 tokens a step: ``1 span 2 span``, ids 1 and 2 as
+markers, spans of 4-12 random tokens from id 300 up, the loss on the repeated span
+only), and writes an HF export that jobs/sft.py starts from. ``--no-copy`` is the
+control: the same extra steps on the real rows alone.
 
 Run:  python bench/copy_warmup_probe.py RUN_DIR/cpt/hf OUT/hf --rows RUN_DIR/prepared \
           --steps 300 [--no-copy]
@@ -22,15 +23,15 @@ import shutil
 import time
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import torch
 from transformers import AutoModelForCausalLM
 
 from agentworld.recipes import load
-from agentworld.train.batch import PackedBatch, collate
+from agentworld.train.batch import PackedBatch
+from agentworld.train.ds_config import deepspeed_config
 from agentworld.train.loss import forward_losses, warmup_cosine
+from gpu_fidelity_probe import load_rows, take
 
-COLUMNS = ("input_ids", "loss_mask", "position_ids", "doc_lens")
 SPAN, ROW, COPY_ROWS, REAL_ROWS, FIRST_ORDINARY = 12, 256, 8, 2, 300
 
 
@@ -65,30 +66,29 @@ def main() -> None:
     a = p.parse_args()
     torch.manual_seed(0)
     gen = torch.Generator().manual_seed(0)
-    m = load(a.recipe).model
+    recipe = load(a.recipe)
+    m, t = recipe.model, recipe.train
     model = AutoModelForCausalLM.from_pretrained(a.init, torch_dtype=torch.float32)
-    files = sorted(Path(a.rows, "packed", "cpt", "train").glob("*.parquet"))
-    tables = [pq.read_table(f, columns=list(COLUMNS), use_threads=False) for f in files]
-    real = collate({k: [v for t in tables for v in t.column(k).to_pylist()] for k in COLUMNS})
+    real = load_rows(Path(a.rows, "packed", "cpt", "train"), "cpu")
     kw = {"aux_coef": m.router_aux_loss_coef, "num_experts": m.num_experts,
           "top_k": m.experts_per_token}  # fmt: skip
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.95), eps=1e-8)
-    span = {"warmup_steps": 5, "max_steps": a.steps, "min_lr_ratio": 0.1}
+    p = deepspeed_config(t, recipe.cluster, 1)["optimizer"]["params"]  # as CPT's optimizer
+    hp = {"betas": tuple(p["betas"]), "eps": p["eps"], "weight_decay": p["weight_decay"]}
+    opt = torch.optim.AdamW(model.parameters(), lr=t.learning_rate, **hp)
+    span = {"warmup_steps": t.warmup_steps, "max_steps": a.steps, "min_lr_ratio": t.min_lr_ratio}
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: warmup_cosine(s, **span))
     t0 = time.time()
     model.train()
     for step in range(a.steps):
         idx = torch.randint(0, real.input_ids.shape[0], (REAL_ROWS,), generator=gen)
-        rows = PackedBatch(*(x[idx] for x in (real.input_ids, real.loss_mask,
-                                               real.position_ids, real.valid)))  # fmt: skip
-        on_real = forward_losses(model, rows, **kw)
+        on_real = forward_losses(model, take(real, idx), **kw)
         total, line = on_real.total, f"real {on_real.lm.item():.3f}"
         if not a.no_copy:
             on_copy = forward_losses(model, copy_rows(model.config.vocab_size, gen), **kw)
             total, line = total + on_copy.total, f"{line} copy {on_copy.lm.item():.3f}"
         opt.zero_grad()
         total.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip)
         opt.step()
         sched.step()
         if step % 25 == 0 or step == a.steps - 1:

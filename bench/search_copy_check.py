@@ -77,8 +77,9 @@ def training_turns(run: str, n: int, into: str) -> int:
 
 
 def read_predictions(run_dir: str) -> list[dict]:
-    lines = Path(run_dir, "infer", "predictions.jsonl").read_text().splitlines()
-    return [json.loads(x) for x in lines if x]
+    from agentworld.io import read_jsonl
+
+    return read_jsonl(f"{run_dir}/infer/predictions.jsonl")
 
 
 def main(argv: list[str] | None = None) -> int:
