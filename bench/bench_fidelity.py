@@ -72,6 +72,7 @@ def pipeline(out: str, a: argparse.Namespace, timings: dict[str, float]) -> None
             timings)  # fmt: skip
     run_job("prepare", ["--input", f"{out}/raw", "--out", f"{out}/prepared", *r,
                         "--set", "data.progress_bars=False",
+                        "--set", f"data.copy_share={a.copy_share}",
                         "--set", f"data.observation_memory={a.memory}"], timings)  # fmt: skip
     run_job("cpt", ["--data", f"{out}/prepared", "--out", f"{out}/cpt", *r,
                     "--set", f"train.max_steps={a.cpt_steps}"], timings)  # fmt: skip
@@ -186,7 +187,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--episodes", type=int, default=400, help="episodes recorded (all domains)")
     p.add_argument("--recipe", default="small_cpu")
-    p.add_argument("--cpt-steps", type=int, default=330)
+    p.add_argument("--cpt-steps", type=int, help="CPT steps (default: the recipe's)")
     p.add_argument("--sft-steps", type=int, default=1000)
     p.add_argument("--rl-steps", type=int, default=12)
     p.add_argument("--sessions", type=int, default=9, help="unseen-settings terminal sessions")
@@ -198,7 +199,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="data.observation_memory: the model's memory of the training observations "
         "(true writes bench/results/fidelity_memory.json)",
     )
-    return parse_sized(p, QUICK, argv)
+    p.add_argument(
+        "--copy-share",
+        type=float,
+        help="data.copy_share: the share of copy documents among CPT's training tokens "
+        "(default: the recipe's)",
+    )
+    p.add_argument(
+        "--result",
+        help="the result's name under bench/results/ (default: fidelity, or fidelity_memory "
+        "with --memory true)",
+    )
+    a = parse_sized(p, QUICK, argv)
+    from agentworld.recipes import load
+
+    recipe = load(a.recipe)
+    a.cpt_steps = a.cpt_steps or recipe.train.max_steps
+    a.copy_share = recipe.data.copy_share if a.copy_share is None else a.copy_share
+    return a
 
 
 def main() -> int:
@@ -251,6 +269,7 @@ def main() -> int:
         "quick": a.quick,
         "recipe": a.recipe,
         "observation_memory": a.memory == "true",
+        "copy_documents": report["copy_documents"],
         "episodes": a.episodes,
         "steps": {"cpt": a.cpt_steps, "sft": a.sft_steps, "rl": a.rl_steps},
         "sft_drop_rates": report["sft_drop_rates"],
@@ -260,7 +279,7 @@ def main() -> int:
         "awb_unseen_settings": {"rows": rows, "rl": awb_f},
         "seconds": {k: round(v, 1) for k, v in timings.items()},
     }  # fmt: skip
-    name = "fidelity_memory" if a.memory == "true" else "fidelity"
+    name = a.result or ("fidelity_memory" if a.memory == "true" else "fidelity")
     path = write_result(name, result, goals=goals)
     print(json.dumps({"heldout_sft": sft_f, "heldout_rl": rl_f, "awb_rl": awb_f}, indent=1))
     for g in goals:

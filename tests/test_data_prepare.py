@@ -433,3 +433,44 @@ def test_with_the_memory_each_sample_recalls_another_trajectorys_observation(
         }
         assert remembered in others
     assert recalled == len(samples)  # the corpus's samples all fit with their memory
+
+
+def _copy_documents(table: pa.Table, sep_id: int) -> list[np.ndarray]:
+    """The documents of packed rows shaped as copy documents: ``a <sep> span b <sep>
+    span``, the loss on the repeat alone."""
+    found = []
+    for row in table.to_pylist():
+        ids, mask = np.array(row["input_ids"]), np.array(row["loss_mask"])
+        starts = np.cumsum([0, *row["doc_lens"]])
+        for a, b in zip(starts[:-1], starts[1:], strict=True):
+            doc, m = ids[a:b], mask[a:b]
+            seps, n = np.flatnonzero(doc == sep_id), int(m.sum())
+            if len(seps) != 2 or not n or m[-n:].sum() != n or seps[1] != doc.size - n - 1:
+                continue
+            if (doc[seps[0] + 1 : seps[0] + 1 + n] == doc[-n:]).all():
+                found.append(doc)
+    return found
+
+
+def test_copy_documents_train_with_cpt_in_the_share_asked(ray_cluster, collected_corpus, tmp_path):
+    """data.copy_share: copy documents for the training trajectories are packed into
+    the CPT training rows, whole but for those cut at a row's end, none into the
+    evaluation rows; the report gives their measured share, about the one asked."""
+    from transformers import AutoTokenizer
+
+    from agentworld.data.run import prepare
+    from agentworld.data.samples import copy_tokens
+
+    out = str(tmp_path / "out")
+    report = prepare(_job([collected_corpus], out, copy_share=0.25), log=lambda _: None)
+    copy = report["copy_documents"]
+    assert copy["configured_share"] == 0.25 and copy["documents"] > 0
+    assert abs(copy["share"] - 0.25) < 0.02, copy
+    assert set(report["tokens"]["copy"]) == {"train"}  # none from held-out trajectories
+    sep = copy_tokens(AutoTokenizer.from_pretrained(join(out, "tokenizer"))).sep
+    train = _copy_documents(_packed(out, "cpt", "train"), sep)
+    rows = _packed(out, "cpt", "train").num_rows
+    assert copy["documents"] - rows <= len(train) <= copy["documents"], (len(train), rows)
+    assert _copy_documents(_packed(out, "cpt", "eval"), sep) == []
+    packed_docs = report["packing"]["cpt"]["train"]["documents"]
+    assert packed_docs == report["tokens"]["cpt"]["train"]["documents"] + copy["documents"]

@@ -10,7 +10,14 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from agentworld.data.tokenize import ChatLayout, cpt_samples, encode_trajectories, sft_sample
+from agentworld.data.tokenize import (
+    ChatLayout,
+    CopyTokens,
+    copy_samples,
+    cpt_samples,
+    encode_trajectories,
+    sft_sample,
+)
 from agentworld.data.vocab import load_tokenizer
 from agentworld.schema import Trajectory
 
@@ -64,13 +71,24 @@ def _add(cols: dict[str, list], **row: Any) -> None:
 
 
 def _add_rows_for(
-    cols: dict[str, list], traj, e, layout, meta: dict[str, Any], seq_len: int, truncation: str
+    cols: dict[str, list],
+    traj,
+    e,
+    layout,
+    meta: dict[str, Any],
+    seq_len: int,
+    truncation: str,
+    copy: tuple[float, CopyTokens],
 ) -> None:
-    """The CPT documents and SFT samples (or their drop reasons) of one trajectory,
-    appended to ``cols``: built column by column, not as a dict per row."""
+    """The CPT documents, copy documents (training split; ``copy``: share and
+    tokens) and SFT samples (or their drop reasons) of one trajectory, appended
+    to ``cols``: built column by column, not as a dict per row."""
     first = len(cols["kind"])
     for s in cpt_samples(e, meta["key"], seq_len):
         _add(cols, kind="cpt", key=s.key, tokens=s.tokens, mask=s.mask)
+    if meta["split"] == "train":
+        for s in copy_samples(e.ids, meta["key"], *copy):
+            _add(cols, kind=s.kind, key=s.key, tokens=s.tokens, mask=s.mask)
     for k in range(1, len(traj.turns) + 1):
         s = sft_sample(e, layout, meta["key"], k, seq_len=seq_len, truncation=truncation)
         if isinstance(s, str):
@@ -102,11 +120,13 @@ def tokenize_block(
     eval_threshold: float | dict[str, float],
     custom_domains: tuple[str, ...] = (),
     memory: bool = False,
+    copy_share: float = 0.0,
 ) -> pa.Table:
     """SAMPLE_SCHEMA rows for a block of kept records (dropped samples carry a reason
     and no tokens). ``eval_threshold``: one split-hash threshold, or one per domain.
     ``memory``: each action carries its memory (agentworld.model.memory), read from the
-    tokenizer's directory."""
+    tokenizer's directory. ``copy_share``: the share of copy documents among a training
+    trajectory's CPT tokens (agentworld.data.tokenize.copy_samples; kind ``copy``)."""
     from agentworld.schema import register_domain
 
     for name in custom_domains:  # records are validated again when parsed here
@@ -118,6 +138,7 @@ def tokenize_block(
     if memory:
         remembered = remembered_observations(load_memory(tokenizer_url, storage_options), trajs)
     encoded = encode_trajectories(tokenizer, layout, trajs, remembered)
+    copy = (copy_share, copy_tokens(tokenizer))
     cols = _columns()
     uids = block.column("uid").to_pylist()
     split_hash = block.column("split_hash").to_pylist()
@@ -129,7 +150,7 @@ def tokenize_block(
             "domain": traj.domain,
             "source": traj.source,
         }
-        _add_rows_for(cols, traj, e, layout, meta, seq_len, truncation)
+        _add_rows_for(cols, traj, e, layout, meta, seq_len, truncation, copy)
     return _table(cols)
 
 
@@ -162,6 +183,16 @@ def _memory_cached(url: str, options_key: str):
 def load_memory(tokenizer_url: str, storage_options: dict[str, Any]):
     """The run's observation memory (cached per process)."""
     return _memory_cached(tokenizer_url, json.dumps(storage_options, sort_keys=True))
+
+
+def copy_tokens(tokenizer) -> CopyTokens:
+    """A copy document's marker, ``<|endoftext|>`` where the tokenizer has it (else its
+    end-of-sequence token), and the ordinary ids its spans are drawn from."""
+    sep = tokenizer.convert_tokens_to_ids("<|endoftext|>")
+    if sep is None or sep == tokenizer.unk_token_id:
+        sep = tokenizer.eos_token_id
+    ordinary = np.setdiff1d(np.arange(len(tokenizer)), tokenizer.all_special_ids)
+    return CopyTokens(sep=sep, ordinary=ordinary.astype(np.int32))
 
 
 def _threshold(eval_threshold: float | dict[str, float], domain: str) -> float:

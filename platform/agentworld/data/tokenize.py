@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from agentworld.data.text import hash64
 from agentworld.schema import Trajectory, predict_turn_messages
 
 _encode_string = json.encoder.encode_basestring  # the C encoder where json has it
@@ -49,7 +50,7 @@ class TemplateError(ValueError):
 class Sample:
     """One tokenized document. ``tokens`` (L,) int32, ``mask`` (L,) int8 = 1 on targets."""
 
-    kind: str  # "cpt" or "sft"
+    kind: str  # "cpt", "copy" (packed with cpt) or "sft"
     key: str  # stable id: trajectory uid, kind, turn or chunk
     tokens: np.ndarray
     mask: np.ndarray
@@ -265,6 +266,61 @@ def cpt_samples(e: Encoded, key: str, seq_len: int) -> list[Sample]:
         mask[0] = 0
         out.append(Sample("cpt", f"{key}:c:{c:05d}", tokens, mask))
     return out
+
+
+COPY_SPAN = (8, 32)
+"""Shortest and longest span (tokens) a copy document repeats."""
+COPY_CONTEXT = 32
+"""Most tokens of the trajectory before the span and between the span and its repeat."""
+
+
+@dataclass(frozen=True)
+class CopyTokens:
+    """The tokens copy documents are made of (agentworld.data.samples.copy_tokens)."""
+
+    sep: int
+    """Marks the span and its repeat."""
+    ordinary: np.ndarray
+    """The ids a span is drawn from: every id but the special tokens."""
+
+
+def copy_samples(ids: np.ndarray, key: str, share: float, vocab: CopyTokens) -> list[Sample]:
+    """Copy documents for one trajectory: ``a <sep> span b <sep> span``, where ``a`` and
+    ``b`` are windows of the trajectory (up to COPY_CONTEXT tokens each) and ``span`` is
+    random ordinary ids, the loss on the repeat only. Enough documents that they make
+    about ``share`` of this trajectory's CPT tokens and theirs together, drawn by a
+    generator seeded from ``key``: a rerun writes the same documents.
+
+    The span is random so that the repeat can only be copied: it cannot be predicted
+    from the corpus, which the model memorizes over CPT's epochs (spans taken from the
+    trajectory itself were, and taught no copying: the model then copied 0% of a
+    random span). Its place varies, within text like the corpus's, so that the model
+    must find the marker and copy what follows it, the way a search observation repeats
+    its query or the opened id from the action."""
+    low, high = COPY_SPAN
+    if share <= 0 or ids.size == 0:
+        return []
+    rng = np.random.default_rng(hash64(key) & (2**64 - 1))
+    budget, out = share / (1 - share) * ids.size, []
+    sep = np.asarray([vocab.sep], np.int32)
+    while True:
+        n = int(rng.integers(low, high + 1))
+        a, b = (_window(ids, int(rng.integers(0, COPY_CONTEXT + 1)), rng) for _ in range(2))
+        size = a.size + b.size + 2 * n + 2
+        if budget < size / 2:  # rounded: the last document goes in when half of it fits
+            return out
+        span = rng.choice(vocab.ordinary, n).astype(np.int32)
+        tokens = np.concatenate([a, sep, span, b, sep, span])
+        mask = np.zeros(size, np.int8)
+        mask[size - n :] = 1
+        out.append(Sample("copy", f"{key}:k:{len(out):05d}", tokens, mask))
+        budget -= size
+
+
+def _window(ids: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+    n = min(n, ids.size)
+    start = int(rng.integers(0, ids.size - n + 1))
+    return ids[start : start + n].astype(np.int32)
 
 
 def sft_sample(
