@@ -15,7 +15,7 @@ Goals: after SFT the model beats the best baseline (char F1) on every domain; af
 held-out char F1 is at least SFT's.
 
 Run:  python bench/bench_fidelity.py [--quick]   (writes bench/results/fidelity.json;
-      the full size takes about 30 minutes on a 2-core machine, --quick a few)
+      the full size takes about 40 minutes on a 2-core machine, --quick a few)
 """
 
 from __future__ import annotations

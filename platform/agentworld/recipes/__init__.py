@@ -36,11 +36,12 @@ def debug_cpu() -> Recipe:
 
 def small_cpu() -> Recipe:
     """A 6M-parameter MoE (hidden 256, 4 layers, 8 experts) that a 2-core CPU trains to
-    beat the parameter-free baselines on held-out turns: CPT 330 + SFT 1000 steps of 4
-    packed rows, about 25 minutes (``bench_fidelity.py``: CPT 370 s, SFT 1083 s; char F1
-    76.8 after SFT, above retrieval on MCP, SWE and terminal). At CPT 330 + SFT 670,
-    measured on a GPU, it scored 75.5 overall where the 23M ``medium_cpu`` shape reached
-    42.9 in the same CPU time (its steps cost 3x as much).
+    beat the parameter-free baselines on held-out turns: CPT 800 + SFT 1000 steps of 4
+    packed rows, about 37 minutes (``bench_fidelity.py``: char F1 78.1 after SFT, above
+    retrieval on MCP, SWE and terminal). At CPT 330 it scored 75.6 (every domain but
+    search lower); CPT's held-out loss levels off near 0.92 from step 650.
+    At CPT 330 + SFT 670, measured on a GPU, it scored 75.5 overall where the 23M
+    ``medium_cpu`` shape reached 42.9 in the same CPU time (its steps cost 3x as much).
 
     RL rolls out up to 512 new tokens after prompts of up to 1024, so every context SFT
     trains on is one RL can score (the longest observation of that corpus is under 512
@@ -68,7 +69,7 @@ def small_cpu() -> Recipe:
         train=TrainConfig(
             seq_len=1024,
             micro_batch_size=2,
-            max_steps=330,
+            max_steps=800,
             sft_max_steps=1000,
             learning_rate=1e-3,
             eval_every=50,
