@@ -214,7 +214,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     from agentworld.recipes import load
 
     recipe = load(a.recipe)
-    a.cpt_steps = a.cpt_steps or recipe.train.max_steps
+    a.cpt_steps = recipe.train.max_steps if a.cpt_steps is None else a.cpt_steps
     a.copy_share = recipe.data.copy_share if a.copy_share is None else a.copy_share
     return a
 

@@ -43,11 +43,13 @@ SAMPLE_SCHEMA = pa.schema(
 SFT_SAMPLE_COLUMNS = ["trajectory_id", "domain", "turn_idx", "messages_json", "reference", "split"]
 
 
-def _layout(tokenizer) -> ChatLayout:
-    cached = getattr(tokenizer, "_agentworld_layout", None)
+def _on_tokenizer(tokenizer, name: str, build):
+    """``build(tokenizer)``, kept on the tokenizer (loaded once per worker process) so
+    that each block reuses it."""
+    cached = getattr(tokenizer, name, None)
     if cached is None:
-        cached = ChatLayout.of(tokenizer)
-        tokenizer._agentworld_layout = cached
+        cached = build(tokenizer)
+        setattr(tokenizer, name, cached)
     return cached
 
 
@@ -78,15 +80,15 @@ def _add_rows_for(
     meta: dict[str, Any],
     seq_len: int,
     truncation: str,
-    copy: tuple[float, CopyTokens],
+    copy: tuple[float, CopyTokens] | None,
 ) -> None:
-    """The CPT documents, copy documents (training split; ``copy``: share and
-    tokens) and SFT samples (or their drop reasons) of one trajectory, appended
+    """The CPT documents, copy documents (training split, where ``copy`` gives their
+    share and tokens) and SFT samples (or their drop reasons) of one trajectory, appended
     to ``cols``: built column by column, not as a dict per row."""
     first = len(cols["kind"])
     for s in cpt_samples(e, meta["key"], seq_len):
         _add(cols, kind="cpt", key=s.key, tokens=s.tokens, mask=s.mask)
-    if meta["split"] == "train":
+    if copy is not None and meta["split"] == "train":
         for s in copy_samples(e.ids, meta["key"], *copy):
             _add(cols, kind=s.kind, key=s.key, tokens=s.tokens, mask=s.mask)
     for k in range(1, len(traj.turns) + 1):
@@ -132,13 +134,15 @@ def tokenize_block(
     for name in custom_domains:  # records are validated again when parsed here
         register_domain(name)
     tokenizer = load_tokenizer(tokenizer_url, storage_options)
-    layout = _layout(tokenizer)
+    layout = _on_tokenizer(tokenizer, "_agentworld_layout", ChatLayout.of)
     trajs = [Trajectory.from_json(r) for r in block.column("record").to_pylist()]
     remembered = None
     if memory:
         remembered = remembered_observations(load_memory(tokenizer_url, storage_options), trajs)
     encoded = encode_trajectories(tokenizer, layout, trajs, remembered)
-    copy = (copy_share, copy_tokens(tokenizer))
+    copy = None
+    if copy_share > 0:
+        copy = (copy_share, _on_tokenizer(tokenizer, "_agentworld_copy_tokens", copy_tokens))
     cols = _columns()
     uids = block.column("uid").to_pylist()
     split_hash = block.column("split_hash").to_pylist()
