@@ -10,6 +10,7 @@ against the two parameter-free baselines, measured in one run.
 4. An AgentWorldBench-rows check beyond the collector's sandbox: real terminal sessions
    recorded with settings the collector never draws (user, host, prompt, directories,
    time zone), written as AgentWorldBench rows and scored the same way.
+5. Whether each export (CPT, SFT, RL) copies a span it has read (bench/copy_check.py).
 
 Goals: after SFT the model beats the best baseline (char F1) on every domain; after RL
 held-out char F1 is at least SFT's.
@@ -74,10 +75,13 @@ def pipeline(out: str, a: argparse.Namespace, timings: dict[str, float]) -> None
                         "--set", "data.progress_bars=False",
                         "--set", f"data.copy_share={a.copy_share}",
                         "--set", f"data.observation_memory={a.memory}"], timings)  # fmt: skip
-    run_job("cpt", ["--data", f"{out}/prepared", "--out", f"{out}/cpt", *r,
+    copy = ["--set", f"train.copy_rows={a.copy_rows}"]
+    if a.sft_copy_rows is not None:
+        copy += ["--set", f"train.sft_copy_rows={a.sft_copy_rows}"]
+    run_job("cpt", ["--data", f"{out}/prepared", "--out", f"{out}/cpt", *r, *copy,
                     "--set", f"train.max_steps={a.cpt_steps}"], timings)  # fmt: skip
     run_job("sft", ["--data", f"{out}/prepared", "--init", f"{out}/cpt/hf", "--out", f"{out}/sft",
-                    *r, "--set", f"train.sft_max_steps={a.sft_steps}"], timings)  # fmt: skip
+                    *r, *copy, "--set", f"train.sft_max_steps={a.sft_steps}"], timings)  # fmt: skip
     run_job("rl", ["--data", f"{out}/prepared", "--init", f"{out}/sft/hf", "--out", f"{out}/rl",
                    *r, "--set", f"rl.max_steps={a.rl_steps}", "--set", "rl.wandb=false"], timings)  # fmt: skip
 
@@ -166,6 +170,25 @@ def awb_check(out: str, policy: str, recipe: str) -> dict:
     return json.loads(Path(run, "score", "summary.json").read_text())
 
 
+def copy_figures(out: str) -> dict:
+    """bench/copy_check.py on each export: the share of a random span's repeated tokens
+    the model predicts when the span stands earlier in held-out text (and the control,
+    where another span stood)."""
+    from agentworld.data.samples import copy_tokens
+    from agentworld.model import load_model, load_tokenizer
+    from copy_check import copied, windows
+
+    prepared = f"{out}/prepared"
+    ordinary = copy_tokens(load_tokenizer(f"{prepared}/tokenizer")).ordinary
+    texts = windows(prepared, 256, 64, seed=0)
+    result = {}
+    for policy in ("cpt", "sft", "rl"):
+        model = load_model(f"{out}/{policy}/hf", dtype="float32").eval()
+        result[policy] = copied(model, texts, ordinary, span=8, seed=0)
+    print(f"[bench_fidelity] copies a random span: {result}", flush=True)
+    return result
+
+
 def figures(summary: dict) -> dict:
     """Per domain: the model's and each baseline's char F1 / ROUGE-L, and the margin."""
     out = {}
@@ -206,6 +229,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "(default: the recipe's)",
     )
     p.add_argument(
+        "--copy-rows",
+        type=int,
+        help="train.copy_rows: synthetic copy rows each rank adds to every micro-batch "
+        "(default: the recipe's)",
+    )
+    p.add_argument("--sft-copy-rows", type=int, help="train.sft_copy_rows (default: the recipe's)")
+    p.add_argument(
         "--result",
         help="the result's name under bench/results/ (default: fidelity, or fidelity_memory "
         "with --memory true)",
@@ -216,6 +246,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     recipe = load(a.recipe)
     a.cpt_steps = recipe.train.max_steps if a.cpt_steps is None else a.cpt_steps
     a.copy_share = recipe.data.copy_share if a.copy_share is None else a.copy_share
+    a.copy_rows = recipe.train.copy_rows if a.copy_rows is None else a.copy_rows
     return a
 
 
@@ -238,6 +269,7 @@ def main() -> int:
         sft, rl = heldout(out, "sft", a, timings), heldout(out, "rl", a, timings)
         rows = record_sessions(a.sessions, f"{out}/awb/terminal_test.jsonl")
         awb = awb_check(out, "rl", a.recipe)
+        copying = copy_figures(out)
         report = json.loads(Path(out, "prepared", "report.json").read_text())
         rl_counts = json.loads(Path(out, "rl", "manifest.json").read_text())["counts"]
         rl_rows = [
@@ -270,6 +302,8 @@ def main() -> int:
         "recipe": a.recipe,
         "observation_memory": a.memory == "true",
         "copy_documents": report["copy_documents"],
+        "copy_rows": {"cpt": a.copy_rows, "sft": a.copy_rows if a.sft_copy_rows is None else a.sft_copy_rows},
+        "copies_a_random_span": copying,
         "episodes": a.episodes,
         "steps": {"cpt": a.cpt_steps, "sft": a.sft_steps, "rl": a.rl_steps},
         "sft_drop_rates": report["sft_drop_rates"],

@@ -174,6 +174,79 @@ def test_sft_trains_with_its_own_steps_and_learning_rate_where_the_recipe_sets_t
         TrainConfig(sft_learning_rate=0.0)
 
 
+def test_copy_rows_repeat_a_fresh_span_within_real_text_with_the_loss_on_the_repeat():
+    from agentworld.train.copying import COPY_SPAN, GAP, CopyRows
+
+    # "Real" text 100-399, consecutive, so that a window of it is recognisable; the
+    # ordinary ids among it (the span's and the marker's pool) are every third one.
+    text, ordinary = np.arange(100, 400), np.arange(0, 4000, 3)
+    pool = set(range(102, 400, 3))
+    rows = CopyRows(ordinary=ordinary, rows=3, row_len=128, seed=7, rank=1)
+    batch = rows.batch(step=5, micro=0, text=text)
+    assert tuple(batch.input_ids.shape) == (3, 128)
+    targets, befores = batch.target_mask(), set()
+
+    def window(x: list[int]) -> bool:
+        return x == list(range(x[0], x[0] + len(x))) if x else True
+
+    for r in range(3):
+        ids, pos = batch.input_ids[r].tolist(), batch.position_ids[r].tolist()
+        mask, valid = batch.loss_mask[r].tolist(), batch.valid[r].tolist()
+        used = sum(valid)
+        assert valid == [True] * used + [False] * (128 - used)
+        assert used > 128 - 2 * (COPY_SPAN[1] + 1) - GAP[0]  # the row is filled
+        starts = [i for i in range(used) if pos[i] == 0]
+        for a, b in zip(starts, [*starts[1:], used], strict=True):
+            doc, n = ids[a:b], sum(mask[a:b])
+            assert pos[a:b] == list(range(b - a))
+            # The loss is on the repeated span only, its first token (after the marker)
+            # included: nothing of the real text, the marker or the first span.
+            assert COPY_SPAN[0] <= n <= COPY_SPAN[1] and mask[b - n : b] == [True] * n
+            assert targets[r, a : b - 1].tolist() == [False] * (len(doc) - n - 1) + [True] * n
+            # a m span b m span: windows of the text around a marker and span drawn
+            # from its ordinary tokens, twice.
+            marked = doc[-n - 1 :]
+            first = next(
+                i for i in range(len(doc) - 2 * n - 2 - GAP[0] + 1) if doc[i : i + n + 1] == marked
+            )
+            gap = doc[first + n + 1 : len(doc) - n - 1]
+            assert set(marked) <= pool and window(doc[:first]) and window(gap)
+            assert GAP[0] <= len(gap) <= GAP[1]
+            befores.add(first)
+        assert not any(mask[used:])
+    assert len(befores) > 1  # the span's place varies
+    # A function of (seed, rank, step, micro-batch) and its text: a resumed run draws the
+    # same rows.
+    again = rows.batch(step=5, micro=0, text=text)
+    assert (again.input_ids == batch.input_ids).all() and (again.loss_mask == batch.loss_mask).all()
+    for other in (
+        rows.batch(step=6, micro=0, text=text),
+        rows.batch(step=5, micro=1, text=text),
+        dataclasses.replace(rows, rank=0).batch(step=5, micro=0, text=text),
+    ):
+        assert not (other.input_ids == batch.input_ids).all()
+    # Text shorter than a window is repeated, never left short; text without an
+    # ordinary token leaves spans to every ordinary id.
+    short = rows.batch(step=5, micro=0, text=np.array([7, 8, 10]))
+    assert short.valid.sum() > 128 - 2 * (COPY_SPAN[1] + 1) - GAP[0]
+    drawn = set(short.input_ids[short.loss_mask].tolist())
+    assert drawn <= set(ordinary.tolist()) and not drawn <= {7, 8, 10}
+
+
+def test_copy_rows_settings_per_stage_and_their_errors():
+    train = TrainConfig(copy_rows=4, sft_copy_rows=0)
+    assert train.for_stage("cpt").copy_rows == 4 and train.for_stage("sft").copy_rows == 0
+    assert TrainConfig(copy_rows=2).for_stage("sft").copy_rows == 2
+    for change, field in (
+        ({"copy_rows": -1}, "train.copy_rows"),
+        ({"sft_copy_rows": -2}, "train.sft_copy_rows"),
+        ({"copy_row_len": 29}, "train.copy_row_len"),
+    ):
+        with pytest.raises(ConfigError) as err:
+            TrainConfig(**change)
+        assert err.value.field == field
+
+
 def _job_main(name: str):
     spec = importlib.util.spec_from_file_location(f"{name}_job", ROOT / "jobs" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
