@@ -174,17 +174,9 @@ def copy_figures(out: str) -> dict:
     """bench/copy_check.py on each export: the share of a random span's repeated tokens
     the model predicts when the span stands earlier in held-out text (and the control,
     where another span stood)."""
-    from agentworld.data.samples import copy_tokens
-    from agentworld.model import load_model, load_tokenizer
-    from copy_check import copied, windows
+    from copy_check import check
 
-    prepared = f"{out}/prepared"
-    ordinary = copy_tokens(load_tokenizer(f"{prepared}/tokenizer")).ordinary
-    texts = windows(prepared, 256, 64, seed=0)
-    result = {}
-    for policy in ("cpt", "sft", "rl"):
-        model = load_model(f"{out}/{policy}/hf", dtype="float32").eval()
-        result[policy] = copied(model, texts, ordinary, span=8, seed=0)
+    result = check(f"{out}/prepared", {p: f"{out}/{p}/hf" for p in ("cpt", "sft", "rl")})
     print(f"[bench_fidelity] copies a random span: {result}", flush=True)
     return result
 
@@ -247,6 +239,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     a.cpt_steps = recipe.train.max_steps if a.cpt_steps is None else a.cpt_steps
     a.copy_share = recipe.data.copy_share if a.copy_share is None else a.copy_share
     a.copy_rows = recipe.train.copy_rows if a.copy_rows is None else a.copy_rows
+    a.sft_copy_rows = recipe.train.sft_copy_rows if a.sft_copy_rows is None else a.sft_copy_rows
     return a
 
 
@@ -297,12 +290,17 @@ def main() -> int:
             "RL keeps or raises held-out char F1",
         )
     )
+    from agentworld.recipes import load
+
+    train = dataclasses.replace(
+        load(a.recipe).train, copy_rows=a.copy_rows, sft_copy_rows=a.sft_copy_rows
+    )
     result = {
         "quick": a.quick,
         "recipe": a.recipe,
         "observation_memory": a.memory == "true",
         "copy_documents": report["copy_documents"],
-        "copy_rows": {"cpt": a.copy_rows, "sft": a.copy_rows if a.sft_copy_rows is None else a.sft_copy_rows},
+        "copy_rows": {stage: train.for_stage(stage).copy_rows for stage in ("cpt", "sft")},
         "copies_a_random_span": copying,
         "episodes": a.episodes,
         "steps": {"cpt": a.cpt_steps, "sft": a.sft_steps, "rl": a.rl_steps},

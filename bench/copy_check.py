@@ -67,6 +67,17 @@ def copied(model, texts: list[np.ndarray], ordinary: np.ndarray, span: int, seed
     return {arm: round(float(np.mean(h)), 4) for arm, h in hits.items()}
 
 
+def check(prepared: str, models: dict[str, str], *, examples=64, span=8, window=256, seed=0):
+    """{name: copied(...)} for each HF export in ``models``, on the same held-out texts
+    and spans of the prepare output ``prepared``."""
+    ordinary = copy_tokens(load_tokenizer(str(Path(prepared, "tokenizer")))).ordinary
+    texts = windows(prepared, window, examples, seed)
+    return {
+        name: copied(load_model(path, dtype=torch.float32).eval(), texts, ordinary, span, seed)
+        for name, path in models.items()
+    }
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("prepared", help="the prepare output (its tokenizer and held-out CPT rows)")
@@ -76,14 +87,10 @@ def main() -> None:
     p.add_argument("--window", type=int, default=256)
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args()
-    tokenizer = load_tokenizer(str(Path(a.prepared, "tokenizer")))
-    ordinary = copy_tokens(tokenizer).ordinary
-    texts = windows(a.prepared, a.window, a.examples, a.seed)
-    for path in a.models:
-        model = load_model(path, dtype=torch.float32).eval()
-        result = {"model": path, "examples": len(texts), "span": a.span,
-                  **copied(model, texts, ordinary, a.span, a.seed)}  # fmt: skip
-        print(json.dumps(result), flush=True)
+    sizes = {"examples": a.examples, "span": a.span, "window": a.window, "seed": a.seed}
+    found = check(a.prepared, {path: path for path in a.models}, **sizes)
+    for path, result in found.items():
+        print(json.dumps({"model": path, "examples": a.examples, "span": a.span, **result}))
 
 
 if __name__ == "__main__":

@@ -6,8 +6,8 @@ its page repeats a sentence the result list showed earlier in the prompt: most o
 search turn is copying. A small model trained on the corpus alone does not learn it
 (``bench/search_copy_check.py``), and neither did copy documents written once by
 prepare (``data.copy_share``: a fixed set, seen again every epoch, that the model
-partly memorized). What did teach it (``bench/copy_warmup_probe.py``) is many short
-spans that are always new: so these rows are drawn at training time.
+partly memorized). The probe that raised copying (``bench/copy_warmup_probe.py``) used
+many short spans that were always new: so these rows are drawn at training time.
 
 A document is ``a m span b m span``: ``a`` and ``b`` are windows of the micro-batch's real
 text (CONTEXT and GAP tokens), ``m`` a marker and ``span`` COPY_SPAN tokens, both drawn
@@ -20,6 +20,7 @@ learned to copy by position from the document's start, and copied nothing of a s
 inside real text. With these documents ``small_cpu`` learned no copying either over
 800 CPT steps (its copy loss stayed at the level of a guess; README, fidelity): the
 rows are off by default, there for larger models.
+
 Rows are packed with documents back to back, like the prepare stage's rows, so the
 usual block-diagonal attention applies. The draw is a function of (seed, rank, step,
 micro-batch) and the micro-batch: a resumed run draws the same rows.
