@@ -192,6 +192,7 @@ def figures(summary: dict) -> dict:
                 row[f"{name}_{metric}"] = b.get(domain, {}).get("rule", {}).get(metric)
             m = summary["margin"].get(domain, {}).get(metric)
             row[f"margin_{metric}"] = m and m["margin"]
+            row[f"margin_{metric}_ci95"] = m and m.get("ci95")
         out[domain] = row
     return out
 

@@ -156,7 +156,8 @@ def generate_scores(model, tok, items: list[EvalItem], baselines: dict, a, max_n
     model.train()
     keys = {r["key"] for r in rows}
     summary = summarize(rows, model="probe")
-    add_baselines(summary, {n: [b for b in bs if b["key"] in keys] for n, bs in baselines.items()})
+    paired = {n: [b for b in bs if b["key"] in keys] for n, bs in baselines.items()}
+    add_baselines(summary, paired, rows)
     summary["gen_s"] = round(time.perf_counter() - t0, 1)
     summary["prompt_too_long"] = len(items) - len(todo)
     summary["stopped_at_eos"] = sum(r["finish_reason"] == "stop" for r in rows)

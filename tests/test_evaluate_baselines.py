@@ -101,10 +101,15 @@ def test_score_job_puts_baselines_beside_the_model(tmp_path):
     assert margin["baseline"] == "retrieval"
     assert margin["margin"] == pytest.approx(model_f1 - retr["terminal"]["rule"]["char_f1"])
     assert summary["margin"]["mcp"]["char_f1"]["margin"] > 0  # the model is exact on mcp
+    # Two terminal items pair with retrieval's: turn 1 ties (0), turn 2 differs.
+    turn2 = 100 * (char_f1("root", "ana") - char_f1("lab7", "ana"))
+    assert margin["paired"] == 2
+    assert margin["ci95"] == pytest.approx(sorted([0.0, turn2]))
+    assert summary["margin"]["mcp"]["char_f1"]["ci95"] is None  # one item: no interval
     rows = (tmp_path / "run" / "score" / "baselines" / "retrieval.jsonl").read_text()
     assert rows.count("\n") == 3
     table = (tmp_path / "run" / "score" / "table.md").read_text()
-    assert "### Against baselines" in table and "vs retrieval" in table
+    assert "### Against baselines" in table and "vs retrieval [" in table
 
 
 def test_retrieval_needs_a_training_split_or_the_flag(tmp_path):
@@ -124,3 +129,31 @@ def test_retrieval_needs_a_training_split_or_the_flag(tmp_path):
     assert job.main(["score", "--out", run, "--baseline-train", samples]) == 0
     summary = json.loads((tmp_path / "run" / "score" / "summary.json").read_text())
     assert summary["baselines"]["retrieval"]["terminal"]["rule"]["exact_match"] == 50.0
+
+
+def test_margin_interval_is_a_paired_bootstrap_over_the_items():
+    from agentworld.evaluate.score import add_baselines, paired_interval, summarize
+
+    assert paired_interval([5.0] * 10) == pytest.approx([5.0, 5.0])
+    assert paired_interval([3.0]) is None
+    rising = [float(x) for x in range(1, 21)]  # every item better: the interval is too
+    low, high = paired_interval(rising)
+    assert 0 < low < 10.5 < high < 20
+    assert paired_interval(rising) == [low, high]  # seeded: the same items, the same interval
+
+    # Ten items: the model is exact where the baseline is empty and empty where the
+    # baseline is exact. The margin is 0 and the interval wide, because items pair by
+    # key: paired by position, the baseline's rows in reverse order would tie on every item.
+    keys = [f"t-{i}#1" for i in range(10)]
+    refs = [f"answer {i}" for i in range(10)]
+    model = [
+        {"key": k, "domain": "terminal", "output": r if i < 5 else "", "reference": r}
+        for i, (k, r) in enumerate(zip(keys, refs, strict=True))
+    ]
+    base = [{**m, "output": "" if i < 5 else m["reference"]} for i, m in enumerate(model)]
+    summary = summarize(model)
+    add_baselines(summary, {"retrieval": base[::-1]}, model)
+    m = summary["margin"]["terminal"]["char_f1"]
+    assert m["margin"] == pytest.approx(0.0) and m["paired"] == 10
+    low, high = m["ci95"]
+    assert low < -40 and high > 40 and low < m["margin"] < high

@@ -52,7 +52,7 @@ def markdown_table(summary: dict[str, Any], *, title: str | None = None) -> str:
 
 def baseline_lines(summary: dict[str, Any]) -> list[str]:
     """The model beside every baseline per domain, and its margin over the best one."""
-    from agentworld.evaluate.score import MARGIN_METRICS
+    from agentworld.evaluate.score import MARGIN_METRICS, margin_text
 
     names = list(summary["baselines"])
     label = dict(RULE_COLUMNS)
@@ -68,14 +68,14 @@ def baseline_lines(summary: dict[str, Any]) -> list[str]:
             for n in names:
                 entry = summary["baselines"][n].get(domain)
                 cells.append(_fmt(entry["rule"][metric] if entry else None))
-            m = summary["margin"].get(domain, {}).get(metric)
-            cells.append("-" if m is None else f"{m['margin']:+.1f} vs {m['baseline']}")
+            cells.append(margin_text(summary["margin"].get(domain, {}).get(metric)))
         lines.append(_row(cells))
     lines += [
         "",
         "copy_previous: the last observation in the context (empty at turn 1); retrieval: "
         "the observation after the most similar environment + action of the training "
-        "split (BM25). Margin: the model minus the best baseline (positive = better).",
+        "split (BM25). Margin: the model minus the best baseline (positive = better), "
+        "[95% interval: paired bootstrap over the items].",
     ]
     return lines
 

@@ -204,7 +204,7 @@ def score_stage(
         infer_failed=_rows(join(run_url, "infer", "failed.jsonl"), **so),
         model=model,
     )
-    add_baselines(summary, _baselines(run_url, predictions, train, **so))
+    add_baselines(summary, _baselines(run_url, predictions, train, **so), predictions)
     metric = metric or default_metric([summary])
     write_outputs(out, [summary], metric=metric, table=markdown_table(summary, title=title), **so)
     return write_manifest(

@@ -6,10 +6,15 @@ the mean of an item's five scores); ``valid`` and ``failed`` count judgments (fa
 no well-formed verdict, or the endpoint failed for good). Rule metrics: the mean over
 predictions, as percentages; JSON validity only over items whose real observation is
 JSON. The ``all`` row pools every item (micro average).
+
+Margins over the baselines come with a 95% interval: a paired bootstrap over the items
+(the model's and the best baseline's scores on the same item), so that a margin on 14
+turns is read as what it is.
 """
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
@@ -37,9 +42,16 @@ def _by_domain(rows: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]
     return groups
 
 
+@functools.lru_cache(maxsize=4096)
+def _item_metrics(output: str, reference: str) -> dict[str, float | None]:
+    """``rule_metrics`` of one prediction, kept: the margins read every item again, and
+    ROUGE-L's LCS over a long observation is not free."""
+    return rule_metrics(output, reference)
+
+
 def rule_summary(predictions: list[dict[str, Any]]) -> dict[str, Any]:
     """Rule metrics of prediction rows (``output`` and ``reference`` fields)."""
-    per_item = [rule_metrics(p["output"], p["reference"]) for p in predictions]
+    per_item = [_item_metrics(p["output"], p["reference"]) for p in predictions]
     out: dict[str, Any] = {}
     for name in METRIC_NAMES:
         values = [m[name] for m in per_item if m[name] is not None]
@@ -93,19 +105,37 @@ def summarize(
 MARGIN_METRICS = ("char_f1", "rouge_l")
 
 
-def add_baselines(summary: dict[str, Any], baselines: dict[str, list[dict[str, Any]]]) -> None:
+BOOTSTRAP_SAMPLES = 2000
+"""Resamples of the items behind a margin's interval."""
+
+
+def add_baselines(
+    summary: dict[str, Any],
+    baselines: dict[str, list[dict[str, Any]]],
+    predictions: list[dict[str, Any]],
+) -> None:
     """Score each baseline's prediction rows like a model's, into ``summary["baselines"]``
     (``{name: {domain: entry}}``), and the model's margin over the best baseline per
-    domain and metric into ``summary["margin"]``."""
+    domain and metric, with its interval, into ``summary["margin"]``. ``predictions`` are
+    the model's rows that ``summary`` was made from; rows pair with a baseline's by
+    ``key``."""
     summary["baselines"] = {
         name: summarize(rows, model=name)["domains"] for name, rows in baselines.items()
     }
-    summary["margin"] = margins(summary)
+    summary["margin"] = margins(summary, predictions, baselines)
 
 
-def margins(summary: dict[str, Any]) -> dict[str, Any]:
-    """``{domain: {metric: {"baseline", "baseline_value", "model", "margin"}}}``: the
-    model minus the best baseline on that domain (positive = the model is better)."""
+def margins(
+    summary: dict[str, Any],
+    predictions: list[dict[str, Any]],
+    baselines: dict[str, list[dict[str, Any]]],
+) -> dict[str, Any]:
+    """``{domain: {metric: {"baseline", "baseline_value", "model", "margin", "ci95",
+    "paired"}}}``: the model minus the best baseline on that domain (positive = the model
+    is better); ``ci95`` the 2.5th and 97.5th percentiles of the mean paired difference
+    over bootstrap resamples of the ``paired`` items both scored (None under 2)."""
+    model_rows = _by_domain(predictions)
+    by_key = {name: {r["key"]: r for r in rows} for name, rows in baselines.items()}
     out: dict[str, Any] = {}
     for domain, entry in summary["domains"].items():
         per_metric = {}
@@ -119,11 +149,54 @@ def margins(summary: dict[str, Any]) -> dict[str, Any]:
             if model_value is None or not scored:
                 continue
             best_value, best = max(scored)
+            diffs = _paired_differences(model_rows.get(domain, []), by_key[best], metric)
             per_metric[metric] = {
                 "baseline": best,
                 "baseline_value": best_value,
                 "model": model_value,
                 "margin": model_value - best_value,
+                "ci95": paired_interval(diffs),
+                "paired": len(diffs),
             }
         out[domain] = per_metric
     return out
+
+
+def margin_text(m: dict[str, Any] | None) -> str:
+    """A margin entry as tables show it: ``+13.1 vs retrieval [+9.0, +17.2]``."""
+    if not m:
+        return "-"
+    ci = m.get("ci95")
+    interval = f" [{ci[0]:+.1f}, {ci[1]:+.1f}]" if ci else ""
+    return f"{m['margin']:+.1f} vs {m['baseline']}{interval}"
+
+
+def _paired_differences(
+    rows: list[dict[str, Any]], baseline: dict[str, dict[str, Any]], metric: str
+) -> list[float]:
+    """Per item that both the model and the baseline scored on ``metric``: model minus
+    baseline, in points."""
+    out = []
+    for row in rows:
+        other = baseline.get(row["key"])
+        if other is None:
+            continue
+        mine = _item_metrics(row["output"], row["reference"])[metric]
+        theirs = _item_metrics(other["output"], other["reference"])[metric]
+        if mine is not None and theirs is not None:
+            out.append(100 * (mine - theirs))
+    return out
+
+
+def paired_interval(diffs: list[float], *, seed: int = 0) -> list[float] | None:
+    """95% percentile interval of the mean of ``diffs`` over ``BOOTSTRAP_SAMPLES``
+    resamples with replacement (fixed seed: the same items give the same interval)."""
+    import numpy as np
+
+    if len(diffs) < 2:
+        return None
+    d = np.asarray(diffs, dtype=np.float64)
+    rng = np.random.default_rng(seed)
+    means = d[rng.integers(0, len(d), size=(BOOTSTRAP_SAMPLES, len(d)))].mean(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return [float(low), float(high)]

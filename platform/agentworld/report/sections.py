@@ -190,6 +190,8 @@ def rl_section(run: str, found: dict[str, dict | None]) -> Section:
 
 
 def fidelity_section(run: str, found: dict[str, dict | None]) -> Section:
+    from agentworld.evaluate.score import margin_text
+
     summary = read_json(join(run, "eval", "score", "summary.json"))
     if summary is None:
         return Section("Fidelity (sim vs real, held-out turns)", status="missing")
@@ -207,10 +209,15 @@ def fidelity_section(run: str, found: dict[str, dict | None]) -> Section:
             e = b.get(domain)
             cells += [fmt(e["rule"].get("char_f1")) if e else "-",
                       fmt(e["rule"].get("rouge_l")) if e else "-"]  # fmt: skip
-        m = summary.get("margin", {}).get(domain, {}).get("char_f1")
-        cells.append(f"{m['margin']:+.1f} vs {m['baseline']}" if m else "-")
+        cells.append(margin_text(summary.get("margin", {}).get(domain, {}).get("char_f1")))
         rows.append(cells)
-    s.tables.append(Table(head, rows, f"Model: {summary['model']}; metrics 0-100."))
+    s.tables.append(
+        Table(
+            head,
+            rows,
+            f"Model: {summary['model']}; metrics 0-100; margin [95% interval, paired bootstrap].",
+        )
+    )
     if not baselines:
         s.notes.append("No baselines in this run's summary.")
     s.figures.append(("fidelity.png", "char F1 per domain: the model beside the baselines."))
