@@ -147,15 +147,15 @@ def probe(run: str, policy: str, settings: list[tuple[float, int]]) -> dict:
         preds = [{**r, "output": t} for r, t in zip(rows, texts, strict=True)]
         summary = summarize(preds, model=f"{policy} {bias}:{min_match}")
         add_baselines(summary, baselines, preds)
-        figures = {
-            d: {
+        figures = {}
+        for d, e in summary["domains"].items():
+            m = summary["margin"][d]["char_f1"]
+            figures[d] = {
                 "char_f1": round(e["rule"]["char_f1"], 1),
-                "margin": round(summary["margin"][d]["char_f1"]["margin"], 1),
-                "ci95": [round(x, 1) for x in summary["margin"][d]["char_f1"]["ci95"]],
-                "vs": summary["margin"][d]["char_f1"]["baseline"],
+                "margin": round(m["margin"], 1),
+                "ci95": m["ci95"] and [round(x, 1) for x in m["ci95"]],
+                "vs": m["baseline"],
             }
-            for d, e in summary["domains"].items()
-        }
         out[f"{bias:g}:{min_match}"] = figures
         line = "  ".join(f"{d} {f['char_f1']:5.1f}" for d, f in figures.items())
         print(f"[prompt_copy] {run} {policy} bias {bias:g} min_match {min_match}: {line}")
