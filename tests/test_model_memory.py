@@ -189,3 +189,33 @@ def test_rl_and_the_simulator_prompt_a_model_with_memory_as_prepare_did(tokenize
     served = step_messages(ENV, [], action, memory)
     assert served[-1]["content"] in {attach(action, "json.loads"), attach(action, "json.dumps")}
     assert step_messages(ENV, [], action) == predict_turn_messages(trajs[0], 1)
+
+
+def test_the_export_carries_the_memory_of_its_data_not_of_its_init(tmp_path, corpus_texts):
+    """SFT from a CPT export trained without the memory (another run's, or one made before
+    the memory was switched on) exports the memory its samples were rendered with; SFT on
+    data without a memory drops one the init brought along."""
+    import shutil
+
+    from agentworld.model import save_pretrained
+    from agentworld.model.build import build_tiny_checkpoint
+    from agentworld.recipes import debug_cpu
+    from agentworld.train.engine import build_model
+    from agentworld.train.job import TrainJob, _model_source
+
+    init = build_tiny_checkpoint(corpus_texts, str(tmp_path / "cpt" / "hf"))
+    memory = ObservationMemory(_entries([_search("a", "json decode", "json.loads")]))
+    data = tmp_path / "prepared"
+    shutil.copytree(init, data / "tokenizer")  # prepare's tokenizer/: the same vocabulary
+    (data / "tokenizer" / "memory.parquet").write_bytes(memory.to_parquet())
+
+    def sft_export(data_dir, name: str) -> str:
+        job = TrainJob(stage="sft", data=str(data_dir), out="unused", recipe=debug_cpu(), init=init)
+        model, tokenizer = build_model(job.recipe, _model_source(job))
+        return save_pretrained(model, tokenizer, str(tmp_path / name))
+
+    assert read_memory(init) is None
+    assert read_memory(sft_export(data, "with")).entries == memory.entries
+    (data / "tokenizer" / "memory.parquet").unlink()
+    shutil.copy(tmp_path / "with" / "memory.parquet", tmp_path / "cpt" / "hf")  # init has one
+    assert read_memory(sft_export(data, "without")) is None
