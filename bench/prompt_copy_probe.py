@@ -71,9 +71,8 @@ def _settings(extra_args: dict | None) -> tuple[float, int] | None:
 try:
     from vllm.v1.sample.logits_processor import LogitsProcessor
     from vllm.v1.sample.logits_processor.builtin import process_dict_updates
-except ImportError:  # the docs and --help need no vLLM
-    LogitsProcessor = object
-
+except ImportError:  # the docs, --help and PromptSource need no vLLM
+    pass
 else:
 
     class PromptCopy(LogitsProcessor):
@@ -108,30 +107,26 @@ def probe(run: str, policy: str, settings: list[tuple[float, int]]) -> dict:
     from agentworld.evaluate.items import key_trajectory
     from agentworld.evaluate.placement import fit_prompt
     from agentworld.evaluate.score import add_baselines, summarize
+    from agentworld.io import read_jsonl
+    from agentworld.model.engine import EngineConfig
     from agentworld.model.memory import read_memory
 
     infer, score = Path(run, f"eval-{policy}", "infer"), Path(run, f"eval-{policy}", "score")
-    rows = [json.loads(x) for x in (infer / "predictions.jsonl").read_text().splitlines() if x]
+    rows = read_jsonl(str(infer / "predictions.jsonl"))
     cfg = json.loads((infer / "manifest.json").read_text())["config"]
-    engine, sampling = cfg["vllm"]["engine"], cfg["sampling"]
-    baselines = {
-        p.stem: [json.loads(x) for x in p.read_text().splitlines() if x]
-        for p in sorted((score / "baselines").glob("*.jsonl"))
-    }
+    engine, sampling = EngineConfig(**cfg["vllm"]["engine"]), cfg["sampling"]
+    baselines = {p.stem: read_jsonl(str(p)) for p in sorted((score / "baselines").glob("*.jsonl"))}
     model = str(Path(run, policy, "hf"))
     tok = AutoTokenizer.from_pretrained(model)
     contexts = [r["messages"] for r in rows]
     memory = read_memory(model)
     if memory is not None:  # as the evaluate stage prompts a model trained with one
         contexts = memory.with_memory(contexts, [key_trajectory(r["key"]) for r in rows])
-    budget = engine["max_model_len"] - sampling["max_tokens"]
+    budget = engine.max_model_len - sampling["max_tokens"]
     prompts = [{"prompt_token_ids": fit_prompt(tok, m, budget)[0]} for m in contexts]
     llm = LLM(
         model=model,
-        dtype=engine["dtype"],
-        enforce_eager=True,
-        gpu_memory_utilization=engine["gpu_memory_utilization"],
-        max_model_len=engine["max_model_len"],
+        **engine.vllm_kwargs(),  # the run's evaluate engine, as VLLMPredictor builds it
         seed=sampling["seed"] or 0,
         logits_processors=["prompt_copy_probe:PromptCopy"],
     )
