@@ -10,7 +10,6 @@ against the two parameter-free baselines, measured in one run.
 4. An AgentWorldBench-rows check beyond the collector's sandbox: real terminal sessions
    recorded with settings the collector never draws (user, host, prompt, directories,
    time zone), written as AgentWorldBench rows and scored the same way.
-5. Whether each export (CPT, SFT, RL) copies a span it has read (bench/copy_check.py).
 
 Goals: after SFT the model beats the best baseline (char F1) on every domain; after RL
 held-out char F1 is at least SFT's.
@@ -72,16 +71,11 @@ def pipeline(out: str, a: argparse.Namespace, timings: dict[str, float]) -> None
                         "--set", f"collect.episodes={a.episodes}", "--set", "collect.seed=0", *r],
             timings)  # fmt: skip
     run_job("prepare", ["--input", f"{out}/raw", "--out", f"{out}/prepared", *r,
-                        "--set", "data.progress_bars=False",
-                        "--set", f"data.copy_share={a.copy_share}",
-                        "--set", f"data.observation_memory={a.memory}"], timings)  # fmt: skip
-    copy = ["--set", f"train.copy_rows={a.copy_rows}"]
-    if a.sft_copy_rows is not None:
-        copy += ["--set", f"train.sft_copy_rows={a.sft_copy_rows}"]
-    run_job("cpt", ["--data", f"{out}/prepared", "--out", f"{out}/cpt", *r, *copy,
+                        "--set", "data.progress_bars=False"], timings)  # fmt: skip
+    run_job("cpt", ["--data", f"{out}/prepared", "--out", f"{out}/cpt", *r,
                     "--set", f"train.max_steps={a.cpt_steps}"], timings)  # fmt: skip
     run_job("sft", ["--data", f"{out}/prepared", "--init", f"{out}/cpt/hf", "--out", f"{out}/sft",
-                    *r, *copy, "--set", f"train.sft_max_steps={a.sft_steps}"], timings)  # fmt: skip
+                    *r, "--set", f"train.sft_max_steps={a.sft_steps}"], timings)  # fmt: skip
     run_job("rl", ["--data", f"{out}/prepared", "--init", f"{out}/sft/hf", "--out", f"{out}/rl",
                    *r, "--set", f"rl.max_steps={a.rl_steps}", "--set", "rl.wandb=false"], timings)  # fmt: skip
 
@@ -170,17 +164,6 @@ def awb_check(out: str, policy: str, recipe: str) -> dict:
     return json.loads(Path(run, "score", "summary.json").read_text())
 
 
-def copy_figures(out: str) -> dict:
-    """bench/copy_check.py on each export: the share of a random span's repeated tokens
-    the model predicts when the span stands earlier in held-out text (and the control,
-    where another span stood)."""
-    from copy_check import check
-
-    result = check(f"{out}/prepared", {p: f"{out}/{p}/hf" for p in ("cpt", "sft", "rl")})
-    print(f"[bench_fidelity] copies a random span: {result}", flush=True)
-    return result
-
-
 def figures(summary: dict) -> dict:
     """Per domain: the model's and each baseline's char F1 / ROUGE-L, and the margin."""
     out = {}
@@ -208,39 +191,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--rl-steps", type=int, default=12)
     p.add_argument("--sessions", type=int, default=9, help="unseen-settings terminal sessions")
     p.add_argument("--out", help="run directory (default: a temporary one)")
-    p.add_argument(
-        "--memory",
-        default="false",
-        choices=("true", "false"),
-        help="data.observation_memory: the model's memory of the training observations "
-        "(true writes bench/results/fidelity_memory.json)",
-    )
-    p.add_argument(
-        "--copy-share",
-        type=float,
-        help="data.copy_share: the share of copy documents among CPT's training tokens "
-        "(default: the recipe's)",
-    )
-    p.add_argument(
-        "--copy-rows",
-        type=int,
-        help="train.copy_rows: synthetic copy rows each rank adds to every micro-batch "
-        "(default: the recipe's)",
-    )
-    p.add_argument("--sft-copy-rows", type=int, help="train.sft_copy_rows (default: the recipe's)")
-    p.add_argument(
-        "--result",
-        help="the result's name under bench/results/ (default: fidelity, or fidelity_memory "
-        "with --memory true)",
-    )
     a = parse_sized(p, QUICK, argv)
     from agentworld.recipes import load
 
     recipe = load(a.recipe)
     a.cpt_steps = recipe.train.max_steps if a.cpt_steps is None else a.cpt_steps
-    a.copy_share = recipe.data.copy_share if a.copy_share is None else a.copy_share
-    a.copy_rows = recipe.train.copy_rows if a.copy_rows is None else a.copy_rows
-    a.sft_copy_rows = recipe.train.sft_copy_rows if a.sft_copy_rows is None else a.sft_copy_rows
     return a
 
 
@@ -263,7 +218,6 @@ def main() -> int:
         sft, rl = heldout(out, "sft", a, timings), heldout(out, "rl", a, timings)
         rows = record_sessions(a.sessions, f"{out}/awb/terminal_test.jsonl")
         awb = awb_check(out, "rl", a.recipe)
-        copying = copy_figures(out)
         report = json.loads(Path(out, "prepared", "report.json").read_text())
         rl_counts = json.loads(Path(out, "rl", "manifest.json").read_text())["counts"]
         rl_rows = [
@@ -291,18 +245,9 @@ def main() -> int:
             "RL keeps or raises held-out char F1",
         )
     )
-    from agentworld.recipes import load
-
-    train = dataclasses.replace(
-        load(a.recipe).train, copy_rows=a.copy_rows, sft_copy_rows=a.sft_copy_rows
-    )
     result = {
         "quick": a.quick,
         "recipe": a.recipe,
-        "observation_memory": a.memory == "true",
-        "copy_documents": report["copy_documents"],
-        "copy_rows": {stage: train.for_stage(stage).copy_rows for stage in ("cpt", "sft")},
-        "copies_a_random_span": copying,
         "episodes": a.episodes,
         "steps": {"cpt": a.cpt_steps, "sft": a.sft_steps, "rl": a.rl_steps},
         "sft_drop_rates": report["sft_drop_rates"],
@@ -312,8 +257,7 @@ def main() -> int:
         "awb_unseen_settings": {"rows": rows, "rl": awb_f},
         "seconds": {k: round(v, 1) for k, v in timings.items()},
     }  # fmt: skip
-    name = a.result or ("fidelity_memory" if a.memory == "true" else "fidelity")
-    path = write_result(name, result, goals=goals)
+    path = write_result("fidelity", result, goals=goals)
     print(json.dumps({"heldout_sft": sft_f, "heldout_rl": rl_f, "awb_rl": awb_f}, indent=1))
     for g in goals:
         print(

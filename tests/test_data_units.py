@@ -31,11 +31,7 @@ from agentworld.data.minhash import collision_probability, signature
 from agentworld.data.synthetic import BAD_LINES, synthetic_corpus
 from agentworld.data.text import jaccard, ngram_hashes, words
 from agentworld.data.tokenize import (
-    COPY_CONTEXT,
-    COPY_SPAN,
     ChatLayout,
-    CopyTokens,
-    copy_samples,
     encode_trajectories,
     sft_sample,
     trajectory_messages,
@@ -325,41 +321,6 @@ def test_sft_left_truncation_keeps_environment_or_drops_with_reason(tokenizer):
     )
 
 
-def test_copy_documents_repeat_a_random_span_after_the_marker_with_the_loss_on_the_repeat():
-    """copy_samples: each document is ``a <sep> span b <sep> span``, ``a`` and ``b``
-    windows of the trajectory, ``span`` ordinary ids, the loss on the repeat alone;
-    together they make about the share asked of the trajectory's tokens and theirs; the
-    same key draws the same documents, another key others."""
-    ids = np.arange(1000, 3000, dtype=np.int32)
-    vocab = CopyTokens(sep=7, ordinary=np.arange(10, 500, dtype=np.int32))
-    docs = copy_samples(ids, "00ab", 0.25, vocab)
-    copied = sum(d.tokens.size for d in docs)
-    longest = 2 * COPY_CONTEXT + 2 * COPY_SPAN[1] + 2
-    assert abs(copied - ids.size / 3) <= longest / 2  # 0.25 of both: a third of ids
-    for d in docs:
-        n = int(d.mask.sum())
-        first, second = np.flatnonzero(d.tokens == 7)
-        a, span, b = (
-            d.tokens[:first],
-            d.tokens[first + 1 : first + 1 + n],
-            d.tokens[first + 1 + n : second],
-        )
-        assert d.kind == "copy" and COPY_SPAN[0] <= n <= COPY_SPAN[1]
-        assert (d.tokens[second + 1 :] == span).all() and second + 1 + n == d.tokens.size
-        assert d.mask.tolist() == [0] * (second + 1) + [1] * n
-        assert ((span >= 10) & (span < 500)).all()  # drawn from the ordinary ids
-        for w in (a, b):  # windows of the trajectory (its ids are consecutive)
-            assert w.size <= COPY_CONTEXT and (
-                w.size == 0 or (w == np.arange(w[0], w[0] + w.size)).all()
-            )
-    assert len({d.key for d in docs}) == len(docs)
-    again = copy_samples(ids, "00ab", 0.25, vocab)
-    assert [d.tokens.tolist() for d in again] == [d.tokens.tolist() for d in docs]
-    other = copy_samples(ids, "00ac", 0.25, vocab)
-    assert [d.tokens.tolist() for d in other] != [d.tokens.tolist() for d in docs]
-    assert copy_samples(ids, "00ab", 0.0, vocab) == []
-
-
 def test_best_fit_decreasing_packs_each_document_once_without_crossing():
     rng = np.random.default_rng(0)
     lengths = rng.integers(3, 300, size=400).tolist()
@@ -505,8 +466,6 @@ def test_data_config_errors_name_the_field():
         DataConfig(survivor_priority=("newest",))
     with pytest.raises(ConfigError, match="data.num_workers"):
         DataConfig(num_workers=0)
-    with pytest.raises(ConfigError, match="data.copy_share"):
-        DataConfig(copy_share=1.0)
     assert DataConfig(lsh_bands=16, lsh_rows=8).lsh_shape() == (16, 8)
 
 

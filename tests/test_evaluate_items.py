@@ -12,7 +12,6 @@ import pytest
 from agentworld.evaluate.items import (
     items_from_row,
     items_from_trajectory,
-    key_trajectory,
     load_items,
 )
 from agentworld.io import write_jsonl, write_parquet
@@ -81,13 +80,6 @@ def test_record_items_match_awb_rows():
     for item in items:
         assert item.messages == expected_messages(item.turn_idx)
         assert item.reference == OBS[item.turn_idx - 1]
-
-
-def test_an_item_key_gives_back_its_trajectory_id_even_with_a_hash_in_it():
-    traj = Trajectory(id="shard#7/t-1", domain="terminal", source="hand", environment=ENV,
-                      turns=(Turn(action=ACTIONS[0], observation=OBS[0]),))  # fmt: skip
-    (item,) = items_from_trajectory(traj)
-    assert key_trajectory(item.key) == "shard#7/t-1"
 
 
 def test_load_awb_dir_quarantines_bad_and_duplicate_rows(tmp_path):

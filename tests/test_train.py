@@ -175,7 +175,6 @@ def test_cpt_heldout_loss_falls_and_the_run_is_recorded(cpt_run, packed_data):
     assert evals[24] < evals[16] < evals[8] < evals[0]
     assert evals[24] < evals[0] - 1.0  # by more than a nat per token
     assert sorted(_steps(counts["loss"])) == list(range(1, 25))
-    assert "copy_loss" not in counts  # no copy rows unless the recipe asks
     assert any(line.startswith("[cpt] step 24/24 | loss") for line in lines)
     assert "[cpt] step 24/24 | ckpt step-000024" in lines
     # Ray Train kept the newest two checkpoints.
@@ -381,9 +380,6 @@ def sft_run(cpt_run, packed_data, s3_server):
         "eval_every=8",
         "checkpoint_every=12",
         "log_every=4",
-        # SFT alone trains with a copy row in every micro-batch (train.copying).
-        "sft_copy_rows=1",
-        "copy_row_len=128",
     ]
     argv = ["--data", packed_data, "--init", os.path.join(cpt_run[0], "hf"), "--out", out]
     argv += [arg for o in overrides for arg in ("--set", f"train.{o}")]
@@ -399,10 +395,6 @@ def test_sft_starts_from_the_cpt_export_and_heldout_loss_falls(sft_run, cpt_run)
     )
     evals = _steps(manifest["counts"]["eval_loss"])
     assert sorted(evals) == [0, 8, 16, 24] and evals[24] < evals[0], evals
-    # The copy rows ran beside the real rows at every logged step, their loss recorded.
-    copies = _steps(manifest["counts"]["copy_loss"])
-    assert sorted(copies) == [4, 8, 12, 16, 20, 24]
-    assert all(0 < v < 20 for v in copies.values())
     path = out.removeprefix("s3://")
     assert fs.exists(f"{path}/hf/model.safetensors") and fs.exists(f"{path}/hf/tokenizer.json")
     assert sorted(p.rsplit("/", 1)[-1] for p in fs.ls(f"{path}/checkpoints") if "step-" in p) == [

@@ -52,19 +52,11 @@ class EngineWorld:
     """The world model on an in-process vLLM engine, with a batching thread."""
 
     def __init__(
-        self,
-        llm: Any,
-        cfg: SimConfig,
-        *,
-        keep_prompts: int = 64,
-        own: bool = False,
-        memory: Any = None,
+        self, llm: Any, cfg: SimConfig, *, keep_prompts: int = 64, own: bool = False
     ) -> None:
         # ``own``: close() also shuts the engine down (start() made it here).
         self.llm, self.cfg, self.own = llm, cfg, own
         self.tokenizer = llm.get_tokenizer()
-        self.memory = memory
-        """The world model's observation memory (agentworld.model.memory), if it has one."""
         self.prompts: list[list[dict[str, str]]] = []
         """The first ``keep_prompts`` rendered prompts (the report keeps them)."""
         self._keep = keep_prompts
@@ -77,18 +69,16 @@ class EngineWorld:
         from vllm import LLM
 
         from agentworld.model import local_model_dir
-        from agentworld.model.memory import read_memory
 
-        path = local_model_dir(model_dir)
-        llm = LLM(model=path, **cfg.engine.vllm_kwargs(), seed=seed)
-        return cls(llm, cfg, own=True, memory=read_memory(path))
+        llm = LLM(model=local_model_dir(model_dir), **cfg.engine.vllm_kwargs(), seed=seed)
+        return cls(llm, cfg, own=True)
 
     def render(self, req: SimRequest) -> list[dict[str, str]]:
         from agentworld.sim.prompt import step_messages, system_text
 
         system = system_text(req.spec())
         turns = [{"action": a, "observation": o} for a, o in req.history]
-        return step_messages(system, turns, req.action, self.memory)
+        return step_messages(system, turns, req.action)
 
     def simulate(self, req: SimRequest) -> SimAnswer:
         from agentworld.sim.prompt import injected_error

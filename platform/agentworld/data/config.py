@@ -98,22 +98,6 @@ class DataConfig:
     """Rows per audit shard (quarantine, duplicates, contaminated, samples)."""
     tokenizer_train_docs: int = 200_000
     """Most trajectories the tokenizer is trained on (a stable hash picks them)."""
-    observation_memory: bool = False
-    """Give the model a memory of the training split's observations
-    (agentworld.model.memory): every SFT sample's action carries the observation that
-    followed the most similar environment and action of another training trajectory,
-    and the memory is saved with the tokenizer, so that evaluate, RL and serve prompt
-    the model the same way. One BM25 index over every training turn, built in one
-    process and loaded by every tokenize worker: sized for corpora of up to a few
-    hundred thousand turns."""
-    copy_share: float = 0.0
-    """Share of the CPT training tokens that are copy documents: a random span, then
-    the same span again after a marker, within windows of a training trajectory, the
-    loss on the repeat (agentworld.data.tokenize.copy_samples), packed with the CPT
-    documents. Meant to teach a small model to copy a span from its context, which
-    search observations (the query, the opened id) ask of it. 0 adds none; below 1.
-    At 0.3 over ``small_cpu``'s 800 CPT steps the model did not learn to copy (README,
-    fidelity), so it is off by default."""
     progress_bars: bool = True
     """Ray Data's progress bars; the step lines are printed either way."""
     seed: int = 0
@@ -145,8 +129,6 @@ class DataConfig:
                 "max_domain_drop_share", f"must be in [0, 1], got {self.max_domain_drop_share}"
             )
         check_fraction("data.lsh_recall_weight", self.lsh_recall_weight)
-        if not 0 <= self.copy_share < 1:
-            raise _error("copy_share", f"must be in [0, 1), got {self.copy_share}")
         if self.cpt_split_min < 0:
             raise _error("cpt_split_min", f"must be >= 0, got {self.cpt_split_min}")
         if self.min_eval_trajectories < 0:

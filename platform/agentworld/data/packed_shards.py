@@ -40,28 +40,11 @@ def group_counts(counts: dict[tuple[str, str], int], pack_window: int) -> dict[s
     return {f"{k}/{s}": max(1, math.ceil(n / pack_window)) for (k, s), n in counts.items() if n}
 
 
-PACKED_KIND = {"cpt": "cpt", "copy": "cpt", "sft": "sft"}
-"""The packed rows each sample kind goes into: copy documents train with CPT."""
-
-
-def packed_counts(counts: dict[tuple[str, str], int]) -> dict[tuple[str, str], int]:
-    """Samples per (kind, split) of the tokenize step, summed per packed kind."""
-    out: dict[tuple[str, str], int] = {}
-    for (kind, split), n in counts.items():
-        key = (PACKED_KIND[kind], split)
-        out[key] = out.get(key, 0) + n
-    return out
-
-
 def assign_group(block: pa.Table, *, groups: dict[str, int]) -> pa.Table:
-    """Keep packable samples (not dropped), their kind the packed one (PACKED_KIND),
-    and tag each with its shard path."""
+    """Keep packable samples (not dropped) and tag each with its shard path."""
     block = block.filter(pc.is_null(block.column("drop_reason")))
-    kinds = [PACKED_KIND[k] for k in block.column("kind").to_pylist()]
-    block = block.set_column(
-        block.schema.get_field_index("kind"), "kind", pa.array(kinds, pa.string())
-    )
-    prefix = [f"{k}/{s}" for k, s in zip(kinds, block.column("split").to_pylist(), strict=True)]
+    kinds, splits = block.column("kind").to_pylist(), block.column("split").to_pylist()
+    prefix = [f"{k}/{s}" for k, s in zip(kinds, splits, strict=True)]
     keys = block.column("key").to_pylist()
     names = []
     for p, key in zip(prefix, keys, strict=True):
@@ -155,7 +138,7 @@ def pack_samples(
 ) -> pa.Table:
     """Pack every non-dropped sample; PACK_STATS per shard. ``spill_url``: a staging
     directory for the shuffle (agentworld.data.placement.map_groups_via_storage)."""
-    groups = group_counts(packed_counts(counts), pack_window)
+    groups = group_counts(counts, pack_window)
     if not groups:
         return PACK_STATS.empty_table()
     tagged = samples.map_batches(assign_group, batch_format="pyarrow", fn_kwargs={"groups": groups})

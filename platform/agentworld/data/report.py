@@ -116,21 +116,6 @@ def sft_drop_rates(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return dict(sorted(out.items()))
 
 
-def copy_documents(tokens: dict[str, Any], configured: float) -> dict[str, Any]:
-    """The copy documents among the CPT training tokens (data.copy_share): documents,
-    tokens, and their measured share of the tokens packed into CPT training rows."""
-    copy = tokens.get("copy", {}).get("train", _token_entry())
-    cpt = tokens.get("cpt", {}).get("train", _token_entry())
-    total = copy["tokens"] + cpt["tokens"]
-    return {
-        "configured_share": configured,
-        "documents": copy["documents"],
-        "tokens": copy["tokens"],
-        "target_tokens": copy["target_tokens"],
-        "share": copy["tokens"] / total if total else 0.0,
-    }
-
-
 def _token_entry(nested: bool = False) -> dict[str, Any]:
     e: dict[str, Any] = {
         "documents": 0,
@@ -174,12 +159,6 @@ def format_table(report: dict[str, Any]) -> str:
     t = report["totals"]
     n_cpt, n_sft = sum(s["tokens"] for s in cpt), sum(s["target_tokens"] for s in sft)
     lines.append(_line("TOTAL", [t[x] for x in cols], n_cpt, n_sft))
-    copy = report.get("copy_documents", {})
-    if copy.get("documents"):
-        lines.append(
-            f"copy documents: {copy['documents']} ({copy['tokens']} tokens, "
-            f"{100 * copy['share']:.1f}% of the CPT training tokens)"
-        )
     drops = report.get("sft_drop_rates", {})
     if drops:
         lines.append("SFT samples dropped as too long, per domain:")

@@ -19,7 +19,6 @@ from agentworld.data.steps import (
     count,
     dedup,
     ingest,
-    memory,
     pack,
     samples,
     tokenize,
@@ -33,7 +32,6 @@ STEPS: tuple[Step, ...] = (
     count.STEP,
     audit.STEP,
     tokenizer.STEP,
-    memory.STEP,
     tokenize.STEP,
     pack.STEP,
     samples.STEP,
@@ -81,7 +79,6 @@ def write_report(ctx: StepContext, done: Done) -> dict[str, Any]:
     import pyarrow as pa
 
     from agentworld.data.report import (
-        copy_documents,
         format_table,
         packing_tables,
         sft_drop_rates,
@@ -97,7 +94,6 @@ def write_report(ctx: StepContext, done: Done) -> dict[str, Any]:
     report["dedup"] = done[dedup.DedupResult].to_json()
     report["tokens"] = token_tables(tokens)
     report["sft_drop_rates"] = sft_drop_rates(tokens)
-    report["copy_documents"] = copy_documents(report["tokens"], job.data.copy_share)
     report["packing"] = packing_tables(pa.Table.from_pylist(shards), seq_len) if shards else {}
     report["eval_threshold"] = done[count.CountResult].eval_threshold
     report["tokenizer"] = done[tokenizer.TokenizerResult].to_json()

@@ -3,23 +3,14 @@ task side of the tokenize step; the tokenizer is loaded once per worker process)
 
 from __future__ import annotations
 
-import functools
-import json
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from agentworld.data.tokenize import (
-    ChatLayout,
-    CopyTokens,
-    copy_samples,
-    cpt_samples,
-    encode_trajectories,
-    sft_sample,
-)
+from agentworld.data.tokenize import ChatLayout, cpt_samples, encode_trajectories, sft_sample
 from agentworld.data.vocab import load_tokenizer
-from agentworld.schema import Trajectory
+from agentworld.schema import Trajectory, register_domain
 
 SAMPLE_SCHEMA = pa.schema(
     [
@@ -80,17 +71,12 @@ def _add_rows_for(
     meta: dict[str, Any],
     seq_len: int,
     truncation: str,
-    copy: tuple[float, CopyTokens] | None,
 ) -> None:
-    """The CPT documents, copy documents (training split, where ``copy`` gives their
-    share and tokens) and SFT samples (or their drop reasons) of one trajectory, appended
-    to ``cols``: built column by column, not as a dict per row."""
+    """The CPT documents and SFT samples (or their drop reasons) of one trajectory,
+    appended to ``cols``: built column by column, not as a dict per row."""
     first = len(cols["kind"])
     for s in cpt_samples(e, meta["key"], seq_len):
         _add(cols, kind="cpt", key=s.key, tokens=s.tokens, mask=s.mask)
-    if copy is not None and meta["split"] == "train":
-        for s in copy_samples(e.ids, meta["key"], *copy):
-            _add(cols, kind=s.kind, key=s.key, tokens=s.tokens, mask=s.mask)
     for k in range(1, len(traj.turns) + 1):
         s = sft_sample(e, layout, meta["key"], k, seq_len=seq_len, truncation=truncation)
         if isinstance(s, str):
@@ -121,28 +107,15 @@ def tokenize_block(
     truncation: str,
     eval_threshold: float | dict[str, float],
     custom_domains: tuple[str, ...] = (),
-    memory: bool = False,
-    copy_share: float = 0.0,
 ) -> pa.Table:
     """SAMPLE_SCHEMA rows for a block of kept records (dropped samples carry a reason
-    and no tokens). ``eval_threshold``: one split-hash threshold, or one per domain.
-    ``memory``: each action carries its memory (agentworld.model.memory), read from the
-    tokenizer's directory. ``copy_share``: the share of copy documents among a training
-    trajectory's CPT tokens (agentworld.data.tokenize.copy_samples; kind ``copy``)."""
-    from agentworld.schema import register_domain
-
+    and no tokens). ``eval_threshold``: one split-hash threshold, or one per domain."""
     for name in custom_domains:  # records are validated again when parsed here
         register_domain(name)
     tokenizer = load_tokenizer(tokenizer_url, storage_options)
     layout = _on_tokenizer(tokenizer, "_agentworld_layout", ChatLayout.of)
     trajs = [Trajectory.from_json(r) for r in block.column("record").to_pylist()]
-    remembered = None
-    if memory:
-        remembered = remembered_observations(load_memory(tokenizer_url, storage_options), trajs)
-    encoded = encode_trajectories(tokenizer, layout, trajs, remembered)
-    copy = None
-    if copy_share > 0:
-        copy = (copy_share, _on_tokenizer(tokenizer, "_agentworld_copy_tokens", copy_tokens))
+    encoded = encode_trajectories(tokenizer, layout, trajs)
     cols = _columns()
     uids = block.column("uid").to_pylist()
     split_hash = block.column("split_hash").to_pylist()
@@ -154,49 +127,8 @@ def tokenize_block(
             "domain": traj.domain,
             "source": traj.source,
         }
-        _add_rows_for(cols, traj, e, layout, meta, seq_len, truncation, copy)
+        _add_rows_for(cols, traj, e, layout, meta, seq_len, truncation)
     return _table(cols)
-
-
-def remembered_observations(memory, trajs: list[Trajectory]) -> list[list[str | None]]:
-    """Per trajectory and turn, the observation its action is given from the memory
-    (never one of its own trajectory's)."""
-    from agentworld.model.memory import match_text
-    from agentworld.schema.compact import compact_environment
-
-    texts, owners = [], []
-    for traj in trajs:
-        system = compact_environment(traj.environment)
-        for turn in traj.turns:
-            texts.append(match_text(system, turn.action))
-            owners.append(traj.id)
-    found = iter(memory.lookup_texts(texts, owners))
-    return [[next(found) for _ in traj.turns] for traj in trajs]
-
-
-@functools.lru_cache(maxsize=2)
-def _memory_cached(url: str, options_key: str):
-    from agentworld.model.memory import read_memory
-
-    memory = read_memory(url, **json.loads(options_key))
-    if memory is None:
-        raise FileNotFoundError(f"no observation memory in {url} (the memory step writes it)")
-    return memory
-
-
-def load_memory(tokenizer_url: str, storage_options: dict[str, Any]):
-    """The run's observation memory (cached per process)."""
-    return _memory_cached(tokenizer_url, json.dumps(storage_options, sort_keys=True))
-
-
-def copy_tokens(tokenizer) -> CopyTokens:
-    """A copy document's marker, ``<|endoftext|>`` where the tokenizer has it (else its
-    end-of-sequence token), and the ordinary ids its spans are drawn from."""
-    sep = tokenizer.convert_tokens_to_ids("<|endoftext|>")
-    if sep is None or sep == tokenizer.unk_token_id:
-        sep = tokenizer.eos_token_id
-    ordinary = np.setdiff1d(np.arange(len(tokenizer)), tokenizer.all_special_ids)
-    return CopyTokens(sep=sep, ordinary=ordinary.astype(np.int32))
 
 
 def _threshold(eval_threshold: float | dict[str, float], domain: str) -> float:

@@ -30,11 +30,10 @@ sample's message list is the join of its messages' JSON).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from agentworld.data.text import hash64
 from agentworld.schema import Trajectory, predict_turn_messages
 
 _encode_string = json.encoder.encode_basestring  # the C encoder where json has it
@@ -50,7 +49,7 @@ class TemplateError(ValueError):
 class Sample:
     """One tokenized document. ``tokens`` (L,) int32, ``mask`` (L,) int8 = 1 on targets."""
 
-    kind: str  # "cpt", "copy" (packed with cpt) or "sft"
+    kind: str  # "cpt" or "sft"
     key: str  # stable id: trajectory uid, kind, turn or chunk
     tokens: np.ndarray
     mask: np.ndarray
@@ -133,28 +132,17 @@ def trajectory_messages(traj: Trajectory) -> list[dict[str, str]]:
     ]
 
 
-@dataclass(frozen=True)
-class Framed:
-    """One message's tokens with its header and trailer, and its JSON."""
-
-    ids: np.ndarray
-    json: str
-
-
 @dataclass
 class Encoded:
     """One trajectory encoded once: its messages, ids (N,) int32 as the whole templated
     text encodes, per message the token where it starts (plus N), its content's own
-    tokens (what a sample trains on when the message is the target), and its JSON. Per
-    turn, the action's user message with its memory attached, where it has one
-    (agentworld.model.memory)."""
+    tokens (what a sample trains on when the message is the target), and its JSON."""
 
     messages: list[dict[str, str]]
     ids: np.ndarray
     starts: list[int]  # message starts, plus N
     contents: list[np.ndarray]
     message_json: list[str]
-    remembered: list[Framed | None] = field(default_factory=list)
 
 
 def _merges_with_header(content: str) -> bool:
@@ -183,16 +171,9 @@ def _encode_messages(tokenizer, layout: ChatLayout, flat: list[dict[str, str]]):
     return encoded, [framed.get(j) for j in range(len(flat))]
 
 
-def encode_trajectories(
-    tokenizer,
-    layout: ChatLayout,
-    trajs: list[Trajectory],
-    remembered: list[list[str | None]] | None = None,
-) -> list[Encoded]:
+def encode_trajectories(tokenizer, layout: ChatLayout, trajs: list[Trajectory]) -> list[Encoded]:
     """Encode many trajectories with one batched call over all message contents (and a
-    second, small one over the header + content of messages starting with whitespace).
-    ``remembered[i][k-1]``: the observation to attach to turn k's action of trajectory
-    i, or None (agentworld.model.memory)."""
+    second, small one over the header + content of messages starting with whitespace)."""
     all_messages = [trajectory_messages(t) for t in trajs]
     flat = [m for messages in all_messages for m in messages]
     encoded, heads = _encode_messages(tokenizer, layout, flat)
@@ -201,26 +182,7 @@ def encode_trajectories(
         n = len(messages)
         out.append(_assemble(layout, messages, encoded[i : i + n], heads[i : i + n]))
         i += n
-    if remembered is not None:
-        _attach_memory(tokenizer, layout, trajs, out, remembered)
     return out
-
-
-def _attach_memory(tokenizer, layout, trajs, out: list[Encoded], remembered) -> None:
-    from agentworld.model.memory import attach
-
-    at, users = [], []
-    for i, (traj, memory) in enumerate(zip(trajs, remembered, strict=True)):
-        out[i].remembered = [None] * len(traj.turns)
-        for k, observation in enumerate(memory):
-            if observation is not None:
-                at.append((i, k))
-                users.append({"role": "user", "content": attach(traj.turns[k].action, observation)})
-    encoded, heads = _encode_messages(tokenizer, layout, users)
-    trailer = layout.trailer_ids["user"]
-    for (i, k), m, enc, head in zip(at, users, encoded, heads, strict=True):
-        _, pieces = _pieces(layout, "user", enc, head)
-        out[i].remembered[k] = Framed(np.concatenate([*pieces, trailer]), _message_json(m))
 
 
 def _pieces(layout: ChatLayout, role: str, enc, head) -> tuple[np.ndarray, tuple]:
@@ -268,89 +230,14 @@ def cpt_samples(e: Encoded, key: str, seq_len: int) -> list[Sample]:
     return out
 
 
-COPY_SPAN = (8, 32)
-"""Shortest and longest span (tokens) a copy document repeats."""
-COPY_CONTEXT = 32
-"""Most tokens of the trajectory before the span and between the span and its repeat."""
-
-
-@dataclass(frozen=True)
-class CopyTokens:
-    """The tokens copy documents are made of (agentworld.data.samples.copy_tokens)."""
-
-    sep: int
-    """Marks the span and its repeat."""
-    ordinary: np.ndarray
-    """The ids a span is drawn from: every id but the special tokens."""
-
-
-def copy_samples(ids: np.ndarray, key: str, share: float, vocab: CopyTokens) -> list[Sample]:
-    """Copy documents for one trajectory: ``a <sep> span b <sep> span``, where ``a`` and
-    ``b`` are windows of the trajectory (up to COPY_CONTEXT tokens each) and ``span`` is
-    random ordinary ids, the loss on the repeat only. Enough documents that they make
-    about ``share`` of this trajectory's CPT tokens and theirs together, drawn by a
-    generator seeded from ``key``: a rerun writes the same documents.
-
-    The span is random so that the repeat can only be copied: it cannot be predicted
-    from the corpus, which the model memorizes over CPT's epochs (spans taken from the
-    trajectory itself were, and taught no copying: the model then copied 0% of a
-    random span). Its place varies, within text like the corpus's, so that the model
-    must find the marker and copy what follows it, the way a search observation repeats
-    its query or the opened id from the action."""
-    low, high = COPY_SPAN
-    if share <= 0 or ids.size == 0:
-        return []
-    rng = np.random.default_rng(hash64(key) & (2**64 - 1))
-    budget, out = share / (1 - share) * ids.size, []
-    sep = np.asarray([vocab.sep], np.int32)
-    while True:
-        n = int(rng.integers(low, high + 1))
-        a, b = (_window(ids, int(rng.integers(0, COPY_CONTEXT + 1)), rng) for _ in range(2))
-        size = a.size + b.size + 2 * n + 2
-        if budget < size / 2:  # rounded: the last document goes in when half of it fits
-            return out
-        span = rng.choice(vocab.ordinary, n).astype(np.int32)
-        tokens = np.concatenate([a, sep, span, b, sep, span])
-        mask = np.zeros(size, np.int8)
-        mask[size - n :] = 1
-        out.append(Sample("copy", f"{key}:k:{len(out):05d}", tokens, mask))
-        budget -= size
-
-
-def _window(ids: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
-    n = min(n, ids.size)
-    start = int(rng.integers(0, ids.size - n + 1))
-    return ids[start : start + n].astype(np.int32)
-
-
 def sft_sample(
     e: Encoded, layout: ChatLayout, key: str, k: int, *, seq_len: int, truncation: str
 ) -> Sample | str:
     """Sample for turn k (1-based), or the reason it is dropped: the prompt's tokens as
-    the templated prompt encodes, then the header and observation k's own tokens. The
-    action carries its memory where it has one and the sample fits with it (dropping
-    the oldest turns as needed); otherwise it goes without."""
-    memory = e.remembered[k - 1] if e.remembered else None
-    if memory is not None:
-        sample = _sft_sample(e, layout, key, k, memory, seq_len=seq_len, truncation=truncation)
-        if not isinstance(sample, str):
-            return sample
-    return _sft_sample(e, layout, key, k, None, seq_len=seq_len, truncation=truncation)
-
-
-def _sft_sample(
-    e: Encoded,
-    layout: ChatLayout,
-    key: str,
-    k: int,
-    memory: Framed | None,
-    *,
-    seq_len: int,
-    truncation: str,
-) -> Sample | str:
+    the templated prompt encodes, then the header and observation k's own tokens."""
     s, t = e.starts, 2 * k
     header, trailer = layout.header_ids["assistant"], layout.trailer_ids["assistant"]
-    user = e.ids[s[t - 1] : s[t]] if memory is None else memory.ids
+    user = e.ids[s[t - 1] : s[t]]
     target = e.contents[t]
     sys_end, answer = s[1], header.size + target.size + trailer.size
     dropped = 0
@@ -366,8 +253,7 @@ def _sft_sample(
     begin = sys_end + history.size + user.size + header.size
     mask[begin : begin + target.size + layout.target_trailer] = 1
     # json.dumps of the message list, from each message's JSON written once
-    user_json = e.message_json[t - 1] if memory is None else memory.json
-    predict = [e.message_json[0], *e.message_json[2 * dropped + 1 : t - 1], user_json]
+    predict = [e.message_json[0], *e.message_json[2 * dropped + 1 : t]]
     return Sample(
         "sft",
         f"{key}:s:{k:05d}",

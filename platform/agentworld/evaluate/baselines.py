@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import bm25s
+
 Message = dict[str, str]
 BASELINES = ("copy_previous", "retrieval")
 
@@ -29,21 +31,41 @@ def copy_previous(messages: Sequence[Message]) -> str:
 
 
 class Retrieval:
-    """BM25 over (environment + action) of training examples (an observation memory
-    without trajectories: agentworld.model.memory); predicts the observation that
-    followed the best match, or "" when no word of the query is in the index."""
+    """BM25 over (environment + action) of training examples; predicts the observation
+    that followed the best match, or "" when no word of the query is in the index."""
 
     def __init__(self, examples: Iterable[tuple[Sequence[Message], str]]) -> None:
-        from agentworld.model.memory import Entry, ObservationMemory, query_text
-
-        self._memory = ObservationMemory([Entry(query_text(m), obs, "") for m, obs in examples])
+        pairs = [(query_text(m), obs) for m, obs in examples]
+        self._observations = [obs for _, obs in pairs]
+        self._retriever = bm25s.BM25() if pairs else None
+        if self._retriever is not None:
+            self._retriever.index(_tokens([q for q, _ in pairs]), show_progress=False)
 
     def __len__(self) -> int:
-        return len(self._memory)
+        return len(self._observations)
 
     def predict(self, contexts: Sequence[Sequence[Message]]) -> list[str]:
         """One prediction per context, in order."""
-        return [found or "" for found in self._memory.lookup(contexts)]
+        if self._retriever is None or not contexts:
+            return ["" for _ in contexts]
+        queries = _tokens([query_text(m) for m in contexts])
+        ids, scores = self._retriever.retrieve(queries, k=1, show_progress=False)
+        return [
+            self._observations[int(i[0])] if s[0] > 0 else ""
+            for i, s in zip(ids, scores, strict=True)
+        ]
+
+
+def query_text(messages: Sequence[Message]) -> str:
+    """What a context is matched on: its system text (the environment) and its action."""
+    if not messages:
+        return ""
+    system = messages[0]["content"] if messages[0]["role"] == "system" else ""
+    return f"{system}\n{messages[-1]['content']}"
+
+
+def _tokens(texts: list[str]) -> list[list[str]]:
+    return bm25s.tokenize(texts, stopwords=None, show_progress=False, return_ids=False)
 
 
 def baseline_rows(

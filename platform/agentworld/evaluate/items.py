@@ -43,11 +43,6 @@ def item_key(traj_id: str, turn_idx: int) -> str:
     return f"{traj_id}#{turn_idx}"
 
 
-def key_trajectory(key: str) -> str:
-    """The trajectory id of an ``item_key``."""
-    return key.rsplit("#", 1)[0]
-
-
 def prediction_row(item: EvalItem, output: str, finish_reason: str | None) -> dict[str, Any]:
     """An item with its raw output and the observation parsed from it."""
     from agentworld.schema import parse_output

@@ -33,14 +33,11 @@ class JudgeCounts:
 
 
 def request_for(row: dict[str, Any]) -> JudgeRequest:
-    """The judge request for one prediction row (as ``infer`` writes them); the context
-    is the session, without any memory attached to the action (agentworld.model.memory)."""
-    from agentworld.model.memory import without_memory
-
+    """The judge request for one prediction row (as ``infer`` writes them)."""
     return JudgeRequest(
         key=row["key"],
         domain=row["domain"],
-        context=without_memory(row["messages"]),
+        context=row["messages"],
         reference=row["reference"],
         prediction=row["prediction"],
     )

@@ -17,7 +17,7 @@ from dataclasses import asdict
 from typing import Any
 
 from agentworld.evaluate.config import InferConfig
-from agentworld.evaluate.items import EvalItem, failure_row, key_trajectory, prediction_row
+from agentworld.evaluate.items import EvalItem, failure_row, prediction_row
 
 # Engine settings the actors must see even when the cluster was started elsewhere.
 _FORWARDED_ENV = (
@@ -38,11 +38,9 @@ class VLLMPredictor:
         from vllm import LLM, SamplingParams
 
         from agentworld.model import local_model_dir
-        from agentworld.model.memory import read_memory
 
         path = local_model_dir(model_url)
         self.tokenizer = AutoTokenizer.from_pretrained(path)
-        self.memory = read_memory(path)
         self.llm = LLM(
             model=path,
             **engine,
@@ -58,9 +56,6 @@ class VLLMPredictor:
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, list]:
         contexts = [json.loads(m) for m in batch["messages_json"]]
-        if self.memory is not None:  # the model was trained with one: prompt it the same way
-            owners = [key_trajectory(str(k)) for k in batch["key"]]
-            contexts = self.memory.with_memory(contexts, owners)
         prompts = [self.prompt_ids(m) for m in contexts]
         fits = [ids for ids, err in prompts if err is None]
         outs = iter(

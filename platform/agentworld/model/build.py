@@ -7,7 +7,6 @@ import tempfile
 from typing import Any
 
 from agentworld.model.config import ModelConfig
-from agentworld.model.memory import FILE as MEMORY_FILE
 
 
 def qwen3_moe_config(
@@ -70,10 +69,6 @@ def save_pretrained(model, tokenizer, url: str) -> str:
         model.save_pretrained(path, safe_serialization=True)
         tokenizer.save_pretrained(path)
         model.generation_config.save_pretrained(path)
-        memory = getattr(tokenizer, "agentworld_memory", None)
-        if memory is not None:  # the observation memory travels with the tokenizer
-            with open(os.path.join(path, MEMORY_FILE), "wb") as f:
-                f.write(memory)
         return url
     with tempfile.TemporaryDirectory() as tmp:
         save_pretrained(model, tokenizer, tmp)
@@ -102,17 +97,10 @@ def load_model(url: str, *, dtype: Any = None, **kwargs: Any):
 
 
 def load_tokenizer(url: str):
-    """The tokenizer at ``url``, carrying the bytes of the observation memory saved beside
-    it (``agentworld_memory``; agentworld.model.memory) for ``save_pretrained``."""
+    """The tokenizer at ``url`` (a local path or any fsspec URL)."""
     from transformers import AutoTokenizer
 
-    path = local_model_dir(url)
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    memory = os.path.join(path, MEMORY_FILE)
-    if os.path.exists(memory):
-        with open(memory, "rb") as f:
-            tokenizer.agentworld_memory = f.read()
-    return tokenizer
+    return AutoTokenizer.from_pretrained(local_model_dir(url))
 
 
 def build_tiny_checkpoint(

@@ -156,20 +156,9 @@ def tokenize_contexts(
     token) does not fit in it: every rollout there is cut, the format gate scores it 0
     however faithful it is, and the only answers rewarded are ones shorter than the
     real observation. In the demo's RL run (48 new tokens, half the observations
-    longer) the policy learned exactly that: it stopped earlier at every step.
-
-    A model with an observation memory gets it in every prompt, as prepare wrote its SFT
-    samples (agentworld.model.memory; never from the context's own trajectory)."""
+    longer) the policy learned exactly that: it stopped earlier at every step."""
     from dataclasses import replace
 
-    from agentworld.model.memory import memory_of
-
-    memory = memory_of(tokenizer)
-    if memory is not None:
-        prompts = memory.with_memory(
-            [c.messages for c in contexts], [c.trajectory_id for c in contexts]
-        )
-        contexts = [replace(c, messages=m) for c, m in zip(contexts, prompts, strict=True)]
     kept = []
     for c in contexts:
         text = tokenizer.apply_chat_template(c.messages, tokenize=False, add_generation_prompt=True)

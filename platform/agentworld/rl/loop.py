@@ -66,12 +66,10 @@ def build_batch(
 def predictions_of(
     contexts: Sequence[Context], completions: Sequence[Sequence[Completion]]
 ) -> list[Prediction]:
-    from agentworld.model.memory import without_memory
-
     return [
         Prediction(
             domain=c.domain,
-            messages=without_memory(c.messages),  # the session, as rewards read it
+            messages=c.messages,
             reference=c.reference,
             raw=comp.text,
             finished=comp.finished,

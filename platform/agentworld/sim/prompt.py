@@ -86,14 +86,10 @@ def action_text(action: Action) -> str:
     return action
 
 
-def step_messages(
-    system: str, turns: list[dict[str, Any]], action: str, memory: Any = None
-) -> list[dict[str, str]]:
-    """The prompt of one simulator step; with the model's observation memory
-    (agentworld.model.memory), the action carries its best match's observation."""
+def step_messages(system: str, turns: list[dict[str, Any]], action: str) -> list[dict[str, str]]:
+    """The prompt of one simulator step."""
     history = [(t["action"], t["observation"]) for t in turns]
-    messages = render_messages(system, history, action)
-    return messages if memory is None else memory.with_memory([messages])[0]
+    return render_messages(system, history, action)
 
 
 def injected_error(control: Control | None, action: Action, turn: int) -> str | None:

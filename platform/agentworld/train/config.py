@@ -52,16 +52,6 @@ class TrainConfig:
     and needs more passes over them: the demo's held-out SFT loss still fell at 40."""
     sft_learning_rate: float | None = None
     """SFT's own peak learning rate (None: ``learning_rate``)."""
-    copy_rows: int = 0
-    """Synthetic copy rows (agentworld.train.copying) each rank adds to every
-    micro-batch, drawn fresh each time: a random span of 4-12 tokens and its repeat,
-    each after the same random marker, within windows of the micro-batch's real text;
-    the loss on the repeat. Their loss is added to the real rows' (each a token mean).
-    0: none."""
-    sft_copy_rows: int | None = None
-    """SFT's own copy rows (None: ``copy_rows``)."""
-    copy_row_len: int = 256
-    """Tokens in a copy row."""
     weight_decay: float = 0.0
     grad_clip: float = 1.0
     eval_every: int = 10
@@ -82,16 +72,8 @@ class TrainConfig:
     """wandb logging: offline by default (files under the run directory's wandb/)."""
 
     def __post_init__(self) -> None:
-        for name in ("max_failures", "copy_rows", "sft_copy_rows"):
-            value = getattr(self, name)
-            if value is not None and value < 0:
-                raise ConfigError(f"train.{name}", f"must be >= 0, got {value}")
-        from agentworld.train.copying import MIN_ROW_LEN
-
-        if self.copy_row_len < MIN_ROW_LEN:
-            raise ConfigError(
-                "train.copy_row_len", f"must be >= {MIN_ROW_LEN}, got {self.copy_row_len}"
-            )
+        if self.max_failures < 0:
+            raise ConfigError("train.max_failures", f"must be >= 0, got {self.max_failures}")
         check_positive(
             "train",
             log_every=self.log_every,
@@ -115,13 +97,12 @@ class TrainConfig:
                 )
 
     def for_stage(self, stage: str) -> TrainConfig:
-        """The settings a ``stage`` run trains with: SFT's own steps, learning rate and
-        copy rows where the recipe sets them."""
+        """The settings a ``stage`` run trains with: SFT's own steps and learning rate
+        where the recipe sets them."""
         if stage != "sft":
             return self
         return dataclasses.replace(
             self,
             max_steps=self.sft_max_steps or self.max_steps,
             learning_rate=self.sft_learning_rate or self.learning_rate,
-            copy_rows=self.copy_rows if self.sft_copy_rows is None else self.sft_copy_rows,
         )

@@ -23,11 +23,6 @@ class ModelSource:
     init_url: str | None = None
     """HF checkpoint to start from (SFT: the CPT export; CPT: ``model.pretrained``);
     None builds a fresh model from the recipe's shape."""
-    memory_url: str | None = None
-    """The observation memory the run's samples were rendered with (prepare's
-    ``tokenizer/memory.parquet``), or None for samples rendered without one. The export
-    carries this one, not whatever the init export carried: a model is prompted at
-    inference as its training data was."""
 
 
 def build_model(recipe: Recipe, source: ModelSource):
@@ -38,7 +33,6 @@ def build_model(recipe: Recipe, source: ModelSource):
     from agentworld.model import load_model, load_tokenizer
 
     tokenizer = load_tokenizer(source.tokenizer_url)
-    carry_memory(tokenizer, source.memory_url)
     if source.init_url:
         model = load_model(source.init_url, dtype=torch.float32)
     else:
@@ -46,17 +40,6 @@ def build_model(recipe: Recipe, source: ModelSource):
     model.set_attn_implementation(recipe.train.attn_implementation)
     model.config.use_cache = False
     return model, tokenizer
-
-
-def carry_memory(tokenizer, memory_url: str | None) -> None:
-    """Give ``tokenizer`` the memory at ``memory_url`` to save with every export, or take
-    away one it brought from elsewhere (agentworld.model.load_tokenizer)."""
-    from agentworld.io import read_bytes
-
-    if memory_url is not None:
-        tokenizer.agentworld_memory = read_bytes(memory_url)
-    elif hasattr(tokenizer, "agentworld_memory"):
-        del tokenizer.agentworld_memory
 
 
 def build_engine(model, recipe: Recipe, world_size: int):

@@ -104,7 +104,6 @@ def _hf_dir(url: str, field_name: str) -> str:
 
 def _model_source(job: TrainJob) -> ModelSource:
     from agentworld.io import exists, join, read_bytes
-    from agentworld.model.memory import FILE as MEMORY_FILE
 
     init_field = "init" if job.init else "model.pretrained"
     init = job.init or job.recipe.model.pretrained
@@ -123,12 +122,7 @@ def _model_source(job: TrainJob) -> ModelSource:
                 "train.expert_parallel_size",
                 f"{init} has {experts} experts, not divisible by expert_parallel_size {ep}",
             )
-    # The memory follows the data: SFT from another run's CPT export (or one without a
-    # memory) must still export the memory its samples were rendered with.
-    memory = join(job.url("tokenizer"), MEMORY_FILE)
-    return ModelSource(
-        tokenizer_url=tokenizer, init_url=init, memory_url=memory if exists(memory) else None
-    )
+    return ModelSource(tokenizer_url=tokenizer, init_url=init)
 
 
 def plan(job: TrainJob) -> DataPlan:

@@ -20,8 +20,6 @@ class History:
 
     loss: dict[int, float] = field(default_factory=dict)
     eval_loss: dict[int, float] = field(default_factory=dict)
-    copy_loss: dict[int, float] = field(default_factory=dict)
-    """The copy rows' loss (train.copy_rows), where the stage has them."""
     checkpoints: list[str] = field(default_factory=list)
     failures: list[dict[str, Any]] = field(default_factory=list)
     resumed_from: list[int] = field(default_factory=list)
@@ -35,8 +33,6 @@ def progress_line(
     if "loss" in m:
         parts.append(f"loss {m['loss']:.4f} lb {m['load_balance_loss']:.4f} lr {m['lr']:.2e}")
         parts.append(f"{m['tokens_per_s']:.0f} tok/s")
-    if "copy_loss" in m:
-        parts.append(f"copy {m['copy_loss']:.4f}")
     if "eval_loss" in m:
         parts.append(f"eval {m['eval_loss']:.4f}")
     if checkpoint:
@@ -119,8 +115,6 @@ class Progress:
                 h.loss[step] = float(m["loss"])
             if "eval_loss" in m:
                 h.eval_loss[step] = float(m["eval_loss"])
-            if "copy_loss" in m:
-                h.copy_loss[step] = float(m["copy_loss"])
             h.last = m
             self.log(progress_line(self.stage, m, None, self._left(m)))
             if self.wandb_run is not None:

@@ -121,7 +121,6 @@ def run(
         "eval_rows": plan.eval_rows,
         "loss": history.loss,
         "eval_loss": history.eval_loss,
-        **({"copy_loss": history.copy_loss} if history.copy_loss else {}),
         "worker_failures": len(history.failures),
         "resumed_from_steps": history.resumed_from,
         "expert_placement": metrics.get("placement", []),

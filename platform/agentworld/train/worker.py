@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agentworld.train.batch import PackedBatch, collate
-from agentworld.train.copying import CopyRows
 from agentworld.train.engine import ModelSource
 
 if TYPE_CHECKING:  # recipes compose every stage's config: for annotations only
@@ -101,35 +100,20 @@ def _losses(engine, batch: PackedBatch, recipe: Recipe):
     )
 
 
-def train_step(
-    engine,
-    batches: Iterator[PackedBatch],
-    recipe: Recipe,
-    *,
-    step: int = 0,
-    copy: CopyRows | None = None,
-) -> dict[str, float]:
+def train_step(engine, batches: Iterator[PackedBatch], recipe: Recipe) -> dict[str, float]:
     """One optimizer step: grad_accum_steps micro-batches (DeepSpeed steps the
-    optimizer and the schedule at the accumulation boundary). With ``copy``, each
-    micro-batch's copy rows are run too and their loss added. Metrics are global;
-    ``loss`` is the real rows' alone, ``copy_loss`` the copy rows'."""
+    optimizer and the schedule at the accumulation boundary). Metrics are global."""
     start = time.perf_counter()
-    lm = lb = tokens = copy_lm = 0.0
+    lm = lb = tokens = 0.0
     accum = recipe.train.grad_accum_steps
-    for micro in range(accum):
+    for _ in range(accum):
         batch = next(batches)
         losses = _losses(engine, batch, recipe)
-        total = losses.total
-        if copy is not None:
-            text = batch.input_ids[batch.valid].numpy()
-            copied = _losses(engine, copy.batch(step, micro, text), recipe)
-            total = total + copied.total
-            copy_lm += float(copied.lm.detach())
-        engine.backward(total)
+        engine.backward(losses.total)
         engine.step()
         lm, lb = lm + float(losses.lm.detach()), lb + float(losses.load_balance.detach())
         tokens += batch.num_tokens
-    lm, lb, tokens, copy_lm = _all_reduce_sum([lm, lb, tokens, copy_lm])
+    lm, lb, tokens = _all_reduce_sum([lm, lb, tokens])
     world = engine.world_size
     seconds = time.perf_counter() - start
     metrics = {
@@ -140,24 +124,7 @@ def train_step(
         "tokens": int(tokens),
         "tokens_per_s": tokens / seconds,
     }
-    if copy is not None:
-        metrics["copy_loss"] = copy_lm / (accum * world)
     return metrics
-
-
-def copy_rows(train, tokenizer, rank: int) -> CopyRows | None:
-    """This rank's copy-row drawer, or None when the stage trains without them."""
-    if not train.copy_rows:
-        return None
-    from agentworld.data.samples import copy_tokens
-
-    return CopyRows(
-        ordinary=copy_tokens(tokenizer).ordinary,
-        rows=train.copy_rows,
-        row_len=train.copy_row_len,
-        seed=train.seed,
-        rank=rank,
-    )
 
 
 def held_out_batches(table, recipe: Recipe) -> list[dict[str, list]]:
@@ -208,16 +175,11 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
     shard, held_out_table = worker_inputs(config)
     batches = micro_batches(shard, spec, skip=start * train.grad_accum_steps)
     held_out = held_out_batches(held_out_table, recipe)
-    copy = copy_rows(train, tokenizer, rank)
     if start == 0:
         held_out_loss = evaluate(engine, held_out, recipe, rank, world)
         report({**info, "step": 0, "eval_loss": held_out_loss}, events=events)
     for step in range(start + 1, train.max_steps + 1):
-        metrics = {
-            **info,
-            "step": step,
-            **train_step(engine, batches, recipe, step=step, copy=copy),
-        }
+        metrics = {**info, "step": step, **train_step(engine, batches, recipe)}
         last = step == train.max_steps
         if last or step % train.eval_every == 0:
             metrics["eval_loss"] = evaluate(engine, held_out, recipe, rank, world)

@@ -6,7 +6,6 @@ runs them; each returns a typed result (steps/base.py holds the contract):
   count      per-domain/source/input states, eval split threshold
   audit      quarantine/ contaminated/ duplicates/
   tokenizer  tokenizer/ (trained on kept training text, or the pretrained one)
-  memory     tokenizer/memory.parquet (with data.observation_memory: the training turns)
   tokenize   CPT documents + SFT samples          -> _work/samples/
   pack       packed/{cpt,sft}/{train,eval}/part-XXXXX.parquet (written shards are kept)
   samples    samples/sft/part-XXXXX.parquet

@@ -37,8 +37,6 @@ def run(ctx: StepContext, done: Done) -> TokenizeResult:
             "truncation": job.data.sft_truncation,
             "eval_threshold": done[CountResult].eval_threshold,
             "custom_domains": job.data.custom_domains,
-            "memory": job.data.observation_memory,
-            "copy_share": job.data.copy_share,
         },
     )
     write_staging(samples, run_dir.url("_work", "samples"), run_dir.storage_options)

@@ -71,7 +71,7 @@ def build_sim_app(cfg: ServeConfig, *, base_dir: str | None = None):
     from ray.serve.llm import build_llm_deployment
     from ray.serve.llm.ingress import make_fastapi_ingress
 
-    from agentworld.sim.placement import llm_config, model_source
+    from agentworld.sim.placement import llm_config
     from agentworld.sim.placement.ingress import SimIngress
     from agentworld.sim.placement.ray_llm_adapter import model_card
 
@@ -90,13 +90,7 @@ def build_sim_app(cfg: ServeConfig, *, base_dir: str | None = None):
         llm_deployments={llm.model_id: engine},
         model_cards={llm.model_id: model_card(llm)},
         sim_config=cfg.to_dict(),
-        model_dir=_model_dir(model_source(cfg.model, base_dir or os.getcwd())),
     )
-
-
-def _model_dir(source: Any) -> str:
-    """Where the replicas read the model's files from (its observation memory)."""
-    return source["bucket_uri"] if isinstance(source, dict) else source
 
 
 def deploy(cfg: ServeConfig, *, name: str, http: dict[str, Any]) -> None:

@@ -58,15 +58,9 @@ class SimIngress(OpenAiIngress):
         *,
         lora_paths=None,
         sim_config: dict,
-        model_dir: str | None = None,
     ) -> None:
-        from agentworld.model.memory import read_memory
-
         super().__init__(llm_deployments, model_cards, lora_paths=lora_paths)
         self.cfg = ServeConfig.from_dict(sim_config)
-        # A model trained with an observation memory is prompted with it (simulator
-        # routes; the OpenAI routes pass the caller's messages as they are).
-        self.memory = read_memory(model_dir) if model_dir else None
         load_keys(self.cfg.auth)  # fail the replica at start, not on the first request
         for name, description in self.cfg.custom_domains.items():
             register_domain(name, description)
@@ -176,9 +170,7 @@ class SimIngress(OpenAiIngress):
                 "injected": True,
                 "finish_reason": "injected",
             }
-        raw, finish = await self._generate(
-            step_messages(system, turns, text, self.memory), sampling
-        )
+        raw, finish = await self._generate(step_messages(system, turns, text), sampling)
         pred = read_prediction(raw, control)
         return {
             "action": text,
