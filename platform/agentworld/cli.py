@@ -23,6 +23,8 @@ import signal
 import sys
 from collections.abc import Callable
 
+from agentworld.cluster import ENV_DEFAULTS
+from agentworld.config import ConfigError
 from agentworld.io.storage import absolute_url
 
 EXIT_CONFIG = 2
@@ -87,8 +89,6 @@ def stop_on_sigterm() -> None:
 def run_job(name: str, main: Callable[[list[str] | None], int | None]) -> int:
     """Run a job's ``main`` with the shared exit codes: 0 done, 2 a bad configuration
     (``<name>: invalid configuration: <field>: <why>``), 130 stopped (resumable)."""
-    from agentworld.cluster import ENV_DEFAULTS
-    from agentworld.config import ConfigError
 
     for key, value in ENV_DEFAULTS.items():  # the driver's own defaults, as its workers'
         os.environ.setdefault(key, value)

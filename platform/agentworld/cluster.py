@@ -15,6 +15,8 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+import agentworld
+
 # Passed on to every worker: tracking stays offline unless the user says otherwise, and
 # tokenizers does not fork a thread pool per Ray worker.
 ENV_DEFAULTS = {"WANDB_MODE": "offline", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
@@ -22,7 +24,6 @@ ENV_DEFAULTS = {"WANDB_MODE": "offline", "TOKENIZERS_PARALLELISM": "false", "HF_
 
 def package_dir() -> str:
     """The directory of the imported ``agentworld`` package."""
-    import agentworld
 
     return os.path.dirname(os.path.abspath(agentworld.__file__))
 

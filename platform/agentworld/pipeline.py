@@ -10,6 +10,7 @@ resumes. Timings go to ``<run>/pipeline.json`` (the report reads them).
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import time
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentworld.console import captured, duration, say
-from agentworld.io import is_complete, join
+from agentworld.io import exists, is_complete, join, read_bytes, write_bytes
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -118,15 +119,11 @@ def _timings_url(run_url: str) -> str:
 
 
 def _read_timings(run_url: str) -> dict[str, Any]:
-    from agentworld.io import exists, read_bytes
-
     url = _timings_url(run_url)
     return json.loads(read_bytes(url)) if exists(url) else {"stages": {}}
 
 
 def _record(timings: dict[str, Any], run_url: str, name: str, seconds: float, status: str) -> None:
-    from agentworld.io import write_bytes
-
     timings["stages"][name] = {"seconds": round(seconds, 1), "status": status}
     write_bytes(_timings_url(run_url), json.dumps(timings, indent=2).encode())
 
@@ -134,7 +131,6 @@ def _record(timings: dict[str, Any], run_url: str, name: str, seconds: float, st
 def job_mains(jobs_dir: str) -> Callable[[str], JobMain]:
     """``load_main`` for :func:`run_pipeline`: ``main`` of ``<jobs_dir>/<name>.py``,
     imported from its file (the jobs are scripts, not a package)."""
-    import importlib.util
 
     def load(name: str) -> JobMain:
         path = os.path.join(jobs_dir, f"{name}.py")

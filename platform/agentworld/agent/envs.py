@@ -23,6 +23,12 @@ from agentworld.agent.checkers import Score, check_answer, check_real
 from agentworld.agent.config import LimitsConfig, SimConfig
 from agentworld.agent.tasks import ANSWER_PREFIX, Task
 from agentworld.agent.world import ConsistentWorld, SimRequest
+from agentworld.collect.config import CollectConfig
+from agentworld.collect.env import Task as CollectTask
+from agentworld.collect.env import Workspace, parse_tool_call
+from agentworld.collect.episode import make_environment
+from agentworld.collect.shell import SessionDead
+from agentworld.collect.terminal.env import first_command
 
 Step = tuple[str, float, bool, bool, dict[str, Any]]
 DATA_RULE = (
@@ -41,8 +47,6 @@ def parse_answer(action: str) -> str | None:
 
 def canonical_action(domain: str, text: str) -> str:
     """The action as the collectors record it: a command line, or a rendered tool call."""
-    from agentworld.collect.env import parse_tool_call
-    from agentworld.collect.terminal.env import first_command
 
     return first_command(text) if domain == "terminal" else parse_tool_call(text).text
 
@@ -132,7 +136,6 @@ class AgentEnv:
 
 def collect_task(task: Task) -> Any:
     """The collectors' Task for an agent task (no script: the agent acts)."""
-    from agentworld.collect.env import Task as CollectTask
 
     return CollectTask(
         playbook=f"agent/{task.family}", text=task.prompt, script=lambda: iter(()), state=task.state
@@ -149,22 +152,15 @@ class RealEnv(AgentEnv):
     def __init__(
         self, limits: LimitsConfig, count_tokens=None, *, collect_config: Any = None
     ) -> None:
-        from agentworld.collect.config import CollectConfig
-        from agentworld.collect.env import Workspace
-
         super().__init__(limits, count_tokens)
         self.workspace = Workspace(collect_config or CollectConfig())
         self.env: Any = None
 
     def _begin(self, task: Task, seed: int) -> str:
-        from agentworld.collect.episode import make_environment
-
         self.env = make_environment(task.domain, self.workspace)
         return self.env.reset(collect_task(task))
 
     def _observe(self, action: str) -> tuple[str, dict[str, Any]]:
-        from agentworld.collect.shell import SessionDead
-
         parsed = self.env.parse_agent_action(action)
         try:
             turn = self.env.step(parsed)

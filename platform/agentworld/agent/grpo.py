@@ -45,6 +45,7 @@ def advantages(episodes: Sequence[Episode], rl: RLConfig) -> np.ndarray:
     """(N, G) group-normalized advantages of the episodes' rewards (group-major)."""
     import torch
 
+    # not at the top: it brings torch into this light module
     from agentworld.rl.advantages import group_advantages
 
     n, g = rl.contexts_per_step, rl.group_size

@@ -9,6 +9,8 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from agentworld.agent.config import AgentConfig
+from agentworld.cluster import local_ray
+from agentworld.rl.placement import RLWorkers
 
 if TYPE_CHECKING:  # recipes compose every stage's config: for annotations only
     from agentworld.recipes.config import Recipe
@@ -18,13 +20,11 @@ def cluster(num_cpus: int = 4):
     """The job's Ray cluster (``agentworld.cluster.local_ray``): the one RAY_ADDRESS
     names, else a local one with ``num_cpus`` logical CPUs (the rollout engine and the
     learner rank take one each; the driver's simulator engine runs outside Ray)."""
-    from agentworld.cluster import local_ray
 
     return local_ray(num_cpus=num_cpus)
 
 
 def start_workers(cfg: AgentConfig, recipe: Recipe, init_dir: str) -> Any:
     """``RLWorkers`` holding ``init_dir``'s weights, sized by ``cfg.rl``."""
-    from agentworld.rl.placement import RLWorkers
 
     return RLWorkers(dataclasses.replace(recipe, rl=cfg.rl), init_dir)

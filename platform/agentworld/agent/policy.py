@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentworld.agent.tasks import ANSWER_PREFIX
+from agentworld.model import local_model_dir
 from agentworld.model.engine import EngineConfig
 
 INSTRUCTIONS = {
@@ -128,8 +129,6 @@ class EnginePolicy:
         self, model_dir: str, *, temperature: float, max_new_tokens: int, engine: EngineConfig
     ) -> None:
         from vllm import LLM
-
-        from agentworld.model import local_model_dir
 
         self.llm = LLM(
             model=local_model_dir(model_dir),

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from typing import Any
 
 from agentworld.io import join, write_bytes
+from agentworld.io.storage import copy_local_dir_to
 
 TITLES = {
     "untrained": "untrained (demonstrations only)",
@@ -161,10 +163,6 @@ def charts(report: dict[str, Any], out_dir: str) -> list[str]:
 
 
 def write_report(out_url: str, report: dict[str, Any]) -> dict[str, str]:
-    import tempfile
-
-    from agentworld.io.storage import copy_local_dir_to
-
     write_bytes(join(out_url, "report.json"), json.dumps(report, indent=2, default=str).encode())
     write_bytes(join(out_url, "report.md"), markdown(report).encode())
     with tempfile.TemporaryDirectory() as tmp:

@@ -16,11 +16,38 @@ A finished run does nothing on rerun; an unfinished one is redone.
 from __future__ import annotations
 
 import json
+import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from agentworld.agent.config import AgentConfig
+from agentworld.agent.demos import (
+    action_nll,
+    episode_transcript,
+    fit_demonstrations,
+    trajectory_transcripts,
+)
+from agentworld.agent.envs import Describer, RealEnv, RealOracle, SimEnv
+from agentworld.agent.episodes import EnvPool, Slot, replay, run_episodes
+from agentworld.agent.grpo import grpo_step
+from agentworld.agent.measures import steps_per_second, summarize, wm2real
+from agentworld.agent.placement import start_workers
+from agentworld.agent.policy import EnginePolicy, Renderer, WorkersPolicy
+from agentworld.agent.probes import run_probes
+from agentworld.agent.report import write_report
+from agentworld.agent.tasks import read_tasks, write_tasks
+from agentworld.agent.tasksets import generate_tasks
+from agentworld.agent.world import ConsistentWorld, EngineWorld, ServeWorld
+from agentworld.io import (
+    is_complete,
+    join,
+    read_manifest,
+    read_records,
+    write_bytes,
+    write_manifest,
+)
+from agentworld.model import load_tokenizer, local_model_dir, save_pretrained
 
 if TYPE_CHECKING:  # recipes compose every stage's config: for annotations only
     from agentworld.recipes.config import Recipe
@@ -44,8 +71,6 @@ class AgentJob:
 
 
 def _jsonl(url: str, rows: list[dict[str, Any]]) -> None:
-    from agentworld.io import write_bytes
-
     write_bytes(
         url, "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in rows).encode()
     )
@@ -55,11 +80,6 @@ class Context:
     """What every part of a run shares: tasks, tokenizer, environments, the world."""
 
     def __init__(self, job: AgentJob, world: Any = None) -> None:
-        from agentworld.agent.envs import Describer
-        from agentworld.agent.episodes import EnvPool
-        from agentworld.agent.policy import Renderer
-        from agentworld.model import load_tokenizer
-
         self.job, self.cfg = job, job.cfg
         self.tasks = load_tasks(job)
         self.train_tasks = [t for t in self.tasks if t.split == "train"]
@@ -81,13 +101,9 @@ class Context:
         self.version = 0
 
     def make_real(self):
-        from agentworld.agent.envs import RealEnv
-
         return RealEnv(self.cfg.limits, self.renderer.count)
 
     def make_sim(self, controlled: bool):
-        from agentworld.agent.envs import SimEnv
-
         return SimEnv(
             self.cfg.limits,
             self.renderer.count,
@@ -103,8 +119,6 @@ class Context:
         return self.sim[mode == "sim"].take(n)
 
     def episodes(self, slots, mode: str, policy) -> list[Any]:
-        from agentworld.agent.episodes import run_episodes
-
         return run_episodes(
             slots,
             self.envs(mode, len(slots)),
@@ -124,10 +138,6 @@ class Context:
 
 
 def load_tasks(job: AgentJob) -> list[Any]:
-    from agentworld.agent.envs import RealOracle
-    from agentworld.agent.tasks import read_tasks
-    from agentworld.agent.tasksets import generate_tasks
-
     tc = job.cfg.tasks
     if tc.task_file:
         return read_tasks(tc.task_file)
@@ -140,10 +150,6 @@ def load_tasks(job: AgentJob) -> list[Any]:
 
 
 def start_world(job: AgentJob) -> Any:
-    import os
-
-    from agentworld.agent.world import ConsistentWorld, EngineWorld, ServeWorld
-
     sim = job.cfg.sim
     if sim.backend == "serve":
         world = ServeWorld(sim.serve_url, os.environ.get(sim.api_key_env, ""))
@@ -158,8 +164,6 @@ def build_cold_checkpoint(world_model: str, out_url: str, *, seed: int) -> str:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from agentworld.model import load_tokenizer, local_model_dir, save_pretrained
-
     config = AutoConfig.from_pretrained(local_model_dir(world_model))
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config)
@@ -169,9 +173,6 @@ def build_cold_checkpoint(world_model: str, out_url: str, *, seed: int) -> str:
 def demonstrations(ctx: Context) -> tuple[list[Any], float]:
     """Transcripts of the collected trajectories and of the oracle episodes, and the
     oracle episodes' success share in the real environment (a check of the checkers)."""
-    from agentworld.agent.demos import episode_transcript, trajectory_transcripts
-    from agentworld.agent.episodes import replay
-    from agentworld.io import join, read_records
 
     out = []
     if ctx.job.data:
@@ -200,10 +201,6 @@ def _sync(ctx: Context, workers: Any) -> float:
 
 
 def evaluate_real(ctx: Context, policy: Any, name: str) -> dict[str, Any]:
-    from agentworld.agent.episodes import Slot
-    from agentworld.agent.measures import summarize
-    from agentworld.io import join
-
     eps = ctx.episodes([Slot(task=t, seed=0) for t in ctx.eval_tasks], "real", policy)
     _jsonl(join(ctx.job.out, "episodes", f"{name}-eval-real.jsonl"), [e.to_dict() for e in eps])
     return summarize(eps)
@@ -211,9 +208,6 @@ def evaluate_real(ctx: Context, policy: Any, name: str) -> dict[str, Any]:
 
 def train_variant(ctx: Context, workers: Any, variant: str) -> tuple[dict[str, Any], list[Any]]:
     """RL in the variant's environment; the sim episodes it ran (for WM2Real)."""
-    from agentworld.agent.grpo import grpo_step
-    from agentworld.agent.policy import WorkersPolicy
-    from agentworld.io import join
 
     mode = {
         "sim": "sim",
@@ -255,9 +249,6 @@ def train_variant(ctx: Context, workers: Any, variant: str) -> tuple[dict[str, A
 
 
 def sim_eval(ctx: Context, policy: Any, name: str) -> list[Any]:
-    from agentworld.agent.episodes import Slot
-    from agentworld.io import join
-
     eps = ctx.episodes([Slot(task=t, seed=0) for t in ctx.eval_tasks], "sim", policy)
     _jsonl(join(ctx.job.out, "episodes", f"{name}-eval-sim.jsonl"), [e.to_dict() for e in eps])
     return eps
@@ -266,11 +257,6 @@ def sim_eval(ctx: Context, policy: Any, name: str) -> list[Any]:
 def run_group(ctx: Context, init_dir: str, variants: list[str], demos: list[Any]) -> dict[str, Any]:
     """One set of workers from ``init_dir``: fit the demonstrations once, save that
     state, and train + evaluate each variant from it."""
-    from agentworld.agent.demos import action_nll, fit_demonstrations
-    from agentworld.agent.measures import wm2real
-    from agentworld.agent.placement import start_workers
-    from agentworld.agent.policy import WorkersPolicy
-    from agentworld.io import join
 
     cfg, out = ctx.cfg, ctx.job.out
     workers = start_workers(cfg, ctx.job.recipe, init_dir)
@@ -314,8 +300,6 @@ def run_group(ctx: Context, init_dir: str, variants: list[str], demos: list[Any]
 
 def shared_measures(ctx: Context) -> dict[str, Any]:
     """Probes against the controlled simulator, and steps/s sim vs real."""
-    from agentworld.agent.measures import steps_per_second
-    from agentworld.agent.probes import run_probes
 
     cfg = ctx.cfg
     out: dict[str, Any] = {}
@@ -334,8 +318,6 @@ def shared_measures(ctx: Context) -> dict[str, Any]:
 
 
 def _train(ctx: Context) -> dict[str, Any]:
-    from agentworld.io import join
-
     job, cfg = ctx.job, ctx.cfg
     demos, oracle_success = demonstrations(ctx)
     print(
@@ -355,8 +337,6 @@ def _train(ctx: Context) -> dict[str, Any]:
 
 
 def _evaluate(ctx: Context) -> dict[str, Any]:
-    from agentworld.agent.policy import EnginePolicy
-
     agents = {}
     ro = ctx.cfg.rl.rollout
     for name, path in ctx.job.agents.items():
@@ -376,9 +356,6 @@ def _evaluate(ctx: Context) -> dict[str, Any]:
 def run(job: AgentJob, *, world: Any = None) -> dict[str, Any]:
     """Run ``job``; ``world`` (an EngineWorld/ServeWorld, optionally consistent) is used
     instead of starting one (tests share an engine)."""
-    from agentworld.agent.report import write_report
-    from agentworld.agent.tasks import write_tasks
-    from agentworld.io import is_complete, join, read_manifest, write_manifest
 
     if is_complete(job.out):
         print(f"[agent] {job.out} is complete; nothing to do", flush=True)

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from agentworld.agent.config import FAMILIES, PERTURBATIONS
+from agentworld.io import read_bytes, write_bytes
 
 DOMAIN_OF = {"search": "search", "table": "search", "terminal": "terminal", "mcp": "mcp"}
 ANSWER_PREFIX = "ANSWER:"
@@ -176,7 +177,6 @@ def _parse_perturbations(p: Any, where: str) -> dict[str, Any]:
 
 def read_tasks(url: str) -> list[Task]:
     """Every task of a JSONL file; the first bad line raises, naming line and field."""
-    from agentworld.io import read_bytes
 
     tasks, seen = [], set()
     for n, line in enumerate(read_bytes(url).decode().splitlines(), 1):
@@ -198,8 +198,6 @@ def read_tasks(url: str) -> list[Task]:
 
 
 def write_tasks(url: str, tasks: list[Task]) -> str:
-    from agentworld.io import write_bytes
-
     text = "".join(json.dumps(t.to_dict(), ensure_ascii=False) + "\n" for t in tasks)
     write_bytes(url, text.encode())
     return url

@@ -12,7 +12,9 @@ reference facts, perturbations and an oracle solution; a stable held-out split.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import json
 import random
 import re
 from collections.abc import Callable
@@ -20,7 +22,10 @@ from collections.abc import Callable
 from agentworld.agent.config import TasksConfig
 from agentworld.agent.tasks import ANSWER_PREFIX, Table, Task
 from agentworld.collect.env import Action
+from agentworld.collect.mcp.playbooks import ZONES, _repo
+from agentworld.collect.playbook import words
 from agentworld.collect.sandbox import SANDBOX_HOME
+from agentworld.collect.search.env import CORPUS_MODULES, load_corpus
 
 
 def tool(name: str, **arguments) -> str:
@@ -46,8 +51,6 @@ def _perturb(rng: random.Random, tool_name: str | None, *, paged: bool) -> dict:
 
 
 def search_task(rng: random.Random, index: int, seed: int) -> Task:
-    from agentworld.collect.search.env import load_corpus
-
     docs = [d for d in load_corpus() if d.kind != "module" and len(_first_line(d.text)) > 30]
     target = rng.choice(docs)
     description = _first_line(target.text)[:160]
@@ -67,7 +70,6 @@ def search_task(rng: random.Random, index: int, seed: int) -> Task:
 
 def module_tables() -> dict[str, list[tuple[str, str, str]]]:
     """module -> [(name, kind, documented_methods)] for modules with 2-6 members."""
-    from agentworld.collect.search.env import CORPUS_MODULES, load_corpus
 
     docs = load_corpus()
     out = {}
@@ -124,8 +126,6 @@ def table_task(rng: random.Random, index: int, seed: int) -> Task:
 
 
 def terminal_task(rng: random.Random, index: int, seed: int) -> Task:
-    from agentworld.collect.playbook import words
-
     names = sorted(set(words(rng, rng.randint(5, 8))))
     counts = [rng.randint(1, 60) for _ in names]
     data = "name,count\n" + "".join(f"{n},{c}\n" for n, c in zip(names, counts, strict=True))
@@ -159,7 +159,6 @@ def terminal_task(rng: random.Random, index: int, seed: int) -> Task:
 
 def mcp_task(rng: random.Random, index: int, seed: int, oracle: Callable[[dict, str], str]) -> Task:
     """Gold answers come from ``oracle(state, action) -> observation``: the real server."""
-    from agentworld.collect.mcp.playbooks import ZONES, _repo
 
     if rng.random() < 0.5:
         src, tgt = rng.sample(ZONES, 2)
@@ -203,8 +202,6 @@ def mcp_task(rng: random.Random, index: int, seed: int, oracle: Callable[[dict, 
 
 
 def _tool_name(action: str) -> str:
-    import json
-
     return json.loads(action)["name"]
 
 
@@ -215,7 +212,6 @@ def held_out(task_id: str, fraction: float) -> bool:
 
 def _split(tasks: list[Task], fraction: float) -> list[Task]:
     """Held-out by hash; at least one task of the family on each side."""
-    import dataclasses
 
     flags = [held_out(t.id, fraction) for t in tasks]
     if not any(flags):

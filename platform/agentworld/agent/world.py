@@ -16,11 +16,17 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
 from agentworld.agent.config import SimConfig
+from agentworld.agent.policy import chat_ids
+from agentworld.model import local_model_dir
+from agentworld.sim.client import SimClient
+from agentworld.sim.prompt import injected_error, read_prediction, step_messages, system_text
+from agentworld.sim.protocol import EnvironmentSpec
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -33,8 +39,6 @@ class SimRequest:
     action: str
 
     def spec(self) -> Any:
-        from agentworld.sim.protocol import EnvironmentSpec
-
         return EnvironmentSpec(
             domain=self.domain, environment=self.environment, control=self.control
         )
@@ -68,21 +72,15 @@ class EngineWorld:
     def start(cls, model_dir: str, cfg: SimConfig, *, seed: int = 0) -> EngineWorld:
         from vllm import LLM
 
-        from agentworld.model import local_model_dir
-
         llm = LLM(model=local_model_dir(model_dir), **cfg.engine.vllm_kwargs(), seed=seed)
         return cls(llm, cfg, own=True)
 
     def render(self, req: SimRequest) -> list[dict[str, str]]:
-        from agentworld.sim.prompt import step_messages, system_text
-
         system = system_text(req.spec())
         turns = [{"action": a, "observation": o} for a, o in req.history]
         return step_messages(system, turns, req.action)
 
     def simulate(self, req: SimRequest) -> SimAnswer:
-        from agentworld.sim.prompt import injected_error
-
         spec = req.spec()
         error = injected_error(spec.control, req.action, len(req.history) + 1)
         if error is not None:
@@ -91,15 +89,12 @@ class EngineWorld:
         fut: Future = Future()
         self._queue.put((messages, fut))
         text = fut.result()
-        from agentworld.sim.prompt import read_prediction
 
         return SimAnswer(
             observation=read_prediction(text, spec.control).observation, prompt=messages
         )
 
     def _serve(self) -> None:
-        import time
-
         while True:
             batch = [self._queue.get()]
             if batch[0] is None:
@@ -122,8 +117,6 @@ class EngineWorld:
     def _generate(self, conversations: list[list[dict[str, str]]]) -> list[str]:
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
-
-        from agentworld.agent.policy import chat_ids
 
         for m in conversations:
             if len(self.prompts) < self._keep:
@@ -161,8 +154,6 @@ class ServeWorld:
     """The simulator API (``POST /v1/simulate``) as the world."""
 
     def __init__(self, base_url: str, api_key: str, *, timeout_s: float = 120.0) -> None:
-        from agentworld.sim.client import SimClient
-
         self.client = SimClient(base_url, api_key, timeout_s=timeout_s)
         self.prompts: list[list[dict[str, str]]] = []
 

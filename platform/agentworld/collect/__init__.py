@@ -15,6 +15,7 @@ This module stays light (recipes import the config); the recorders load on use.
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from agentworld.collect.config import RECORDED_DOMAINS, CollectConfig
@@ -29,8 +30,6 @@ _LAZY = {
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        import importlib
-
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'agentworld.collect' has no attribute {name!r}")
 

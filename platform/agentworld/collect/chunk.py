@@ -8,8 +8,10 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentworld.collect.agent import AgentPolicy
 from agentworld.collect.config import CollectConfig
 from agentworld.collect.domains import lookup
+from agentworld.collect.env import Workspace
 from agentworld.collect.episode import EpisodeSpec, run_episode
 
 
@@ -41,7 +43,6 @@ def run_chunk(
     specs: list[EpisodeSpec], config: CollectConfig, api_key: str | None = None
 ) -> ChunkResult:
     """Record ``specs`` in sequence, sharing one workspace (and its MCP servers)."""
-    from agentworld.collect.env import Workspace
 
     t0 = time.monotonic()
     result = ChunkResult()
@@ -62,7 +63,6 @@ def run_chunk(
 def _policy(config: CollectConfig, api_key: str | None) -> object | None:
     if config.agent_endpoint is None:
         return None
-    from agentworld.collect.agent import AgentPolicy
 
     return AgentPolicy(config, api_key=api_key)
 

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import asdict
 from typing import Any
 
 from agentworld.collect.config import CollectConfig
 from agentworld.collect.episode import EpisodeSpec, plan_episodes
+from agentworld.collect.placement import run_chunks
 from agentworld.console import Progress, say
 from agentworld.io import (
     is_complete,
@@ -40,7 +42,6 @@ def plan_chunks(config: CollectConfig) -> dict[int, list[EpisodeSpec]]:
 def collect(config: CollectConfig, out: str, **storage_options: Any) -> dict[str, Any]:
     """Record ``config.episodes`` episodes under ``out``; returns the manifest. Needs
     Ray initialized (jobs/collect.py does it)."""
-    from agentworld.collect.placement import run_chunks
 
     if is_complete(out, **storage_options):
         manifest = read_manifest(out, **storage_options)
@@ -93,7 +94,6 @@ def _chunk_done(out: str, k: int, chunk: list[EpisodeSpec], **storage_options: A
 
 def _check_same_config(out: str, recorded: dict[str, Any], config: CollectConfig) -> None:
     """A complete run answers a rerun only when it was made with the same config."""
-    from dataclasses import asdict
 
     now = json.loads(json.dumps(asdict(config)))
     diff = sorted(k for k in now if recorded.get(k) != now[k])

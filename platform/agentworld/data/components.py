@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
 
 STEP_IN = pa.schema([("src", pa.int64()), ("dst", pa.int64())])
 STEP_OUT = pa.schema([("u", pa.int64()), ("v", pa.int64()), ("changed", pa.int64())])
@@ -68,8 +70,6 @@ def components_local(u: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarr
     """(uids, labels) of every node of the edge list (u, v), label = the smallest uid
     of its component: what the star rounds converge to, in one scipy call on one node
     (for graphs below dedup's size threshold)."""
-    from scipy.sparse import coo_matrix
-    from scipy.sparse.csgraph import connected_components
 
     nodes, index = np.unique(np.concatenate([u, v]), return_inverse=True)
     n, k = nodes.size, u.size

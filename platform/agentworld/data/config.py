@@ -160,6 +160,7 @@ class DataConfig:
         """(bands, rows): the configured ones, or those derived from the threshold."""
         if self.lsh_bands is not None and self.lsh_rows is not None:
             return self.lsh_bands, self.lsh_rows
+        # not at the top: agentworld.data imports this module (a cycle)
         from agentworld.data.minhash import optimal_bands_rows
 
         return optimal_bands_rows(self.near_dup_threshold, self.num_perm, self.lsh_recall_weight)

@@ -11,9 +11,11 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from agentworld.data.placement import map_groups_via_storage
 from agentworld.data.text import hash64
+from agentworld.io import exists, join, write_parquet_chunks
 
 SHARD_STATS = pa.schema([("shard", pa.string()), ("rows", pa.int64())])
 
@@ -49,9 +51,6 @@ def write_group(
     """Write one shard (all rows of one ``shard`` value), sorted, a row group of at
     most ``chunk_rows`` rows at a time: the rows are taken in sorted order chunk by
     chunk, so the task never holds a sorted copy of its group beside the group."""
-    import pyarrow.compute as pc
-
-    from agentworld.io import exists, join, write_parquet_chunks
 
     name = group.column("shard")[0].as_py()
     url = join(base_url, name)

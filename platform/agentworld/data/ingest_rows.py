@@ -18,11 +18,14 @@ from functools import cache
 from typing import Any, Literal
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from agentworld.data.text import hash64
 from agentworld.data.validate import build_filters, first_rejection
 from agentworld.io import get_fs, list_shards
-from agentworld.schema import RecordError, Trajectory, loads_json
+from agentworld.io.shards import parse_object
+from agentworld.schema import RecordError, Trajectory, loads_json, register_domain
+from agentworld.schema.arrow import from_arrow_row
 from agentworld.schema.record import RECORD_VERSION, Outcome, ToolCall, Turn
 
 INGEST_SCHEMA = pa.schema(
@@ -101,7 +104,6 @@ def detect_format(obj: Any) -> str:
 
 def parse_obj(obj: Any, fmt: str) -> Trajectory:
     """Adapt one parsed JSON object to a validated Trajectory (RecordError if bad)."""
-    from agentworld.io.shards import parse_object
 
     return parse_object(obj, detect_format(obj) if fmt == "auto" else fmt)
 
@@ -282,10 +284,6 @@ def _jsonl_items(r: ReadRange, spec: ReaderSpec) -> Iterator[_Item]:
 
 
 def _parquet_items(r: ReadRange, spec: ReaderSpec) -> Iterator[_Item]:
-    import pyarrow.parquet as pq
-
-    from agentworld.schema.arrow import from_arrow_row
-
     fs, path = get_fs(r.url, **spec.storage_options)
     with fs.open(path, "rb") as f:
         row_no = 0
@@ -309,7 +307,6 @@ def _parquet_items(r: ReadRange, spec: ReaderSpec) -> Iterator[_Item]:
 
 def read_range(r: ReadRange, spec: ReaderSpec) -> Iterator[pa.Table]:
     """Arrow blocks (INGEST_SCHEMA, at most ``block_records`` rows) of one read range."""
-    from agentworld.schema import register_domain
 
     for name in spec.custom_domains:
         register_domain(name)

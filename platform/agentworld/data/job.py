@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agentworld.data.config import DataConfig
+from agentworld.io import exists, join, read_bytes, write_bytes
+from agentworld.io.storage import remove
 
 if TYPE_CHECKING:
     from agentworld.recipes.config import Recipe
@@ -53,13 +55,10 @@ class RunDir:
     storage_options: dict[str, Any] = field(default_factory=dict)
 
     def url(self, *parts: str) -> str:
-        from agentworld.io import join
-
         return join(self.out, *parts)
 
     def done(self, step: str) -> dict[str, Any] | None:
         """The result a finished step recorded in its marker, or None."""
-        from agentworld.io import exists, read_bytes
 
         url = self.url("_work", f"{step}.done.json")
         if not exists(url, **self.storage_options):
@@ -68,19 +67,15 @@ class RunDir:
 
     def mark(self, step: str, result: dict[str, Any]) -> None:
         """Record that ``step`` finished, with its result."""
-        from agentworld.io import write_bytes
 
         data = json.dumps(result, indent=2, sort_keys=True, default=str).encode()
         write_bytes(self.url("_work", f"{step}.done.json"), data, **self.storage_options)
 
     def clear(self, *parts: str) -> None:
-        from agentworld.io.storage import remove
-
         remove(self.url(*parts), recursive=True, **self.storage_options)
 
     def check_fingerprint(self, job: PrepareJob) -> None:
         """Record the run's settings, or refuse to mix runs with different settings."""
-        from agentworld.io import exists, read_bytes, write_bytes
 
         url = self.url("_work", "run.json")
         wanted = job.fingerprint()

@@ -63,6 +63,7 @@ def signature(shingles: np.ndarray, num_perm: int, seed: int = 0) -> np.ndarray:
 
 def signatures(flat: np.ndarray, offsets: np.ndarray, num_perm: int, seed: int = 0) -> np.ndarray:
     """(N, num_perm) uint32 signatures of N shingle sets given flat with (N + 1,) offsets."""
+    # not at the top: it brings numba into this light module
     from agentworld.data.kernels import minhash
 
     a, b = permutations(num_perm, seed)

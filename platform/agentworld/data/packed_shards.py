@@ -21,6 +21,7 @@ from agentworld.data.bin_packing import PACKED_SCHEMA, packed_chunks
 from agentworld.data.hashed_shards import shard_index, shard_name
 from agentworld.data.placement import map_groups_via_storage
 from agentworld.data.text import hash64
+from agentworld.io import exists, join, read_parquet, write_parquet_chunks
 
 PACK_STATS = pa.schema(
     [
@@ -70,7 +71,6 @@ def pack_group(
     The shard is written a row group (``chunk_rows`` rows) at a time as its rows are
     filled: a task holds its group's samples and one chunk of packed rows, never the
     packed group."""
-    from agentworld.io import exists, join, read_parquet, write_parquet_chunks
 
     name = group.column("shard")[0].as_py()
     kind = group.column("kind")[0].as_py()

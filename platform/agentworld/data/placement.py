@@ -14,11 +14,19 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import os
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 from agentworld.data.config import DataConfig
+from agentworld.io import exists, get_fs, join, list_shards, write_parquet
+from agentworld.io.storage import makedirs, remove
 
 _BROADCAST_CACHE: dict[str, Any] = {}
 TARGET_BLOCK_BYTES = 8 * 1024 * 1024
@@ -237,19 +245,12 @@ def dataset_from_arrow(table):
 
 
 def staging_files(url: str, storage_options: dict[str, Any]) -> list[str]:
-    from agentworld.io import exists, list_shards
-
     if not exists(url, **storage_options):
         return []
     return list_shards(url, suffixes=(".parquet",), **storage_options)
 
 
 def _read_parquet_file(url: str, columns: list[str] | None, storage_options: dict[str, Any]):
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from agentworld.io import get_fs
-
     fs, path = get_fs(url, **storage_options)
     with fs.open(path, "rb") as f:
         for batch in pq.ParquetFile(f).iter_batches(columns=columns, use_threads=False):
@@ -260,7 +261,6 @@ def read_staging(url: str, storage_options: dict[str, Any], *, columns: list[str
     """A Ray Dataset over a staging Parquet directory: one read task per file, row
     group by row group. (Our own Datasource: files are listed once on the driver, with
     the run's storage options, and no listing tasks run on the cluster.)"""
-    import functools
 
     import ray
     from ray.data import Datasource, ReadTask
@@ -287,12 +287,6 @@ def read_staging(url: str, storage_options: dict[str, Any], *, columns: list[str
 
 
 def _write_block(block, *, url: str, storage_options: dict[str, Any]):
-    import uuid
-
-    import pyarrow as pa
-
-    from agentworld.io import join, write_parquet
-
     if block.num_rows:
         write_parquet(join(url, f"part-{uuid.uuid4().hex}.parquet"), block, **storage_options)
     return pa.table({"rows": [block.num_rows]})
@@ -328,11 +322,8 @@ def map_groups_via_storage(
     every file and calls ``fn``. A task holds one block, or one group, never a sort
     partition of several groups (whose size grows with the input: this is what keeps
     a worker's memory flat). ``spill_url`` is cleared before and removed after."""
-    import json
 
     import ray
-
-    from agentworld.io.storage import remove
 
     remove(spill_url, recursive=True, **storage_options)
     index = blocks_on_driver(
@@ -370,14 +361,6 @@ def map_groups_via_storage(
 def _spill_block(block, *, key: str, url: str, storage_options: dict[str, Any]):
     """Write one block sorted by ``key``, a row group per value; (value, file,
     row_group) per value."""
-    import uuid
-
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from agentworld.io import get_fs, join
-    from agentworld.io.storage import makedirs
 
     index = pa.schema([("value", pa.string()), ("file", pa.string()), ("row_group", pa.int64())])
     if block.num_rows == 0:
@@ -404,12 +387,6 @@ def _spill_block(block, *, key: str, url: str, storage_options: dict[str, Any]):
 
 def _group_task(batch, *, fn, fn_kwargs: dict[str, Any], storage_options: dict[str, Any]):
     """One group: its row groups read from every spilled file, then ``fn``."""
-    import json
-
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from agentworld.io import get_fs
 
     out = []
     for pieces in batch.column("pieces").to_pylist():

@@ -8,6 +8,7 @@ from collections import defaultdict
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from agentworld.data.labels import STATES
 from agentworld.data.placement import blocks_on_driver
@@ -23,8 +24,6 @@ def _named(table: pa.Table, names: dict[str, str]) -> pa.Table:
 
 def _partial(block: pa.Table, *, keys: list[str], sums: list[str]) -> pa.Table:
     if "truncated" in sums and "truncated" not in block.column_names:
-        import pyarrow.compute as pc
-
         flag = pc.cast(pc.greater(block.column("truncated_turns").fill_null(0), 0), pa.int64())
         block = block.append_column("truncated", flag)
     aggs = [(c, "sum") for c in sums] + [([], "count_all")]

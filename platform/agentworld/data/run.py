@@ -11,9 +11,18 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import pyarrow as pa
+
 from agentworld.console import say
 from agentworld.data.job import PrepareJob, Progress, RunDir
 from agentworld.data.placement import data_context, storage_options_for
+from agentworld.data.report import (
+    format_table,
+    packing_tables,
+    sft_drop_rates,
+    state_tables,
+    token_tables,
+)
 from agentworld.data.steps import (
     audit,
     count,
@@ -25,6 +34,7 @@ from agentworld.data.steps import (
     tokenizer,
 )
 from agentworld.data.steps.base import Done, Step, StepContext
+from agentworld.io import exists, is_complete, read_bytes, write_bytes, write_manifest
 
 STEPS: tuple[Step, ...] = (
     ingest.STEP,
@@ -40,7 +50,6 @@ STEPS: tuple[Step, ...] = (
 
 def prepare(job: PrepareJob, *, log: Callable[[str], None] = say) -> dict[str, Any]:
     """Run (or resume, or skip) the prepare stage; returns the report."""
-    from agentworld.io import is_complete, read_bytes
 
     check_inputs(job)
     run_dir = RunDir(job.out, storage_options_for(job.out))
@@ -66,7 +75,6 @@ def prepare(job: PrepareJob, *, log: Callable[[str], None] = say) -> dict[str, A
 
 def check_inputs(job: PrepareJob) -> None:
     """Every input and evaluation set exists: fail before any work, naming the URL."""
-    from agentworld.io import exists
 
     for kind, urls in (("input", job.inputs), ("eval set", job.eval_sets)):
         for url in urls:
@@ -76,16 +84,6 @@ def check_inputs(job: PrepareJob) -> None:
 
 def write_report(ctx: StepContext, done: Done) -> dict[str, Any]:
     """report.json, the printed table, manifest.json; returns the report."""
-    import pyarrow as pa
-
-    from agentworld.data.report import (
-        format_table,
-        packing_tables,
-        sft_drop_rates,
-        state_tables,
-        token_tables,
-    )
-    from agentworld.io import write_bytes, write_manifest
 
     job, run_dir = ctx.job, ctx.run_dir
     seq_len = job.recipe.train.seq_len

@@ -14,6 +14,8 @@ from functools import cache
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 _SPACE = re.compile(r"\s+")
 _WORD = re.compile(r"\w+")
@@ -50,7 +52,6 @@ def _blake64(w: str) -> int:
 
 def _hash_words(words_array) -> np.ndarray:
     """uint64 hash of each element of an Arrow string array, each distinct one once."""
-    import pyarrow.compute as pc
 
     encoded = pc.dictionary_encode(words_array)
     vocab = encoded.dictionary.to_pylist()
@@ -100,8 +101,8 @@ def _ascii_classes() -> tuple[np.ndarray, np.ndarray]:
 
 def _ascii_normalized_words(texts: list[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
     """normalized_words of ASCII texts: one compiled pass (kernels.ascii_words)."""
-    import pyarrow as pa
 
+    # not at the top: it brings numba into this light module
     from agentworld.data.kernels import ascii_words
 
     sizes = np.fromiter((len(t) for t in texts), dtype=np.int64, count=len(texts))
@@ -139,7 +140,6 @@ def _interleave(n: int, parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]]):
 def flat_word_hashes(token_lists: list[list[str]]) -> tuple[np.ndarray, np.ndarray]:
     """uint64 hash of every word of many word lists, flat, and (N + 1,) int64 offsets
     (each distinct word hashed once)."""
-    import pyarrow as pa
 
     sizes = np.fromiter((len(t) for t in token_lists), dtype=np.int64, count=len(token_lists))
     offsets = np.zeros(sizes.size + 1, dtype=np.int64)
@@ -152,6 +152,7 @@ def flat_word_hashes(token_lists: list[list[str]]) -> tuple[np.ndarray, np.ndarr
 def flat_ngram_hashes(w: np.ndarray, offsets: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Sorted unique n-gram hashes of every text (flat, with offsets) from flat word
     hashes: ``ngram_hashes`` of each text, computed for all of them in one loop."""
+    # not at the top: it brings numba into this light module
     from agentworld.data.kernels import ngrams
 
     return ngrams(w, offsets, n, _POLY)

@@ -6,24 +6,26 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import os
 import tempfile
 from typing import Any
 
+from fsspec.implementations.local import LocalFileSystem
+
+from agentworld.io import get_fs
+from agentworld.io.storage import copy_local_dir_to
+from agentworld.model import load_tokenizer as load_model_tokenizer
+from agentworld.model import train_tokenizer
+
 
 def save_tokenizer(tokenizer, url: str, storage_options: dict[str, Any]) -> None:
-    from agentworld.io.storage import copy_local_dir_to
-
     with tempfile.TemporaryDirectory() as tmp:
         tokenizer.save_pretrained(tmp)
         copy_local_dir_to(tmp, url, **storage_options)
 
 
 def _local_copy(url: str, storage_options: dict[str, Any]) -> str:
-    from fsspec.implementations.local import LocalFileSystem
-
-    from agentworld.io import get_fs
-
     fs, path = get_fs(url, **storage_options)
     if isinstance(fs, LocalFileSystem):
         return path
@@ -47,8 +49,6 @@ _PLAIN_CLASSES = ("TokenizersBackend", "PreTrainedTokenizerFast")
 
 @functools.lru_cache(maxsize=4)
 def _load_cached(url: str, options_key: str) -> Any:
-    import json
-
     path = _local_copy(url, json.loads(options_key))
     config_path = os.path.join(path, "tokenizer_config.json")
     config = {}
@@ -69,20 +69,16 @@ def _load_cached(url: str, options_key: str) -> Any:
 
 def load_tokenizer(url: str, storage_options: dict[str, Any]):
     """The tokenizer saved at ``url`` (cached per process)."""
-    import json
 
     return _load_cached(url, json.dumps(storage_options, sort_keys=True))
 
 
 def pretrained_tokenizer(model_url: str):
-    from agentworld.model import load_tokenizer as load_model_tokenizer
-
     return load_model_tokenizer(model_url)
 
 
 def train_on_texts(texts: list[str], vocab_size: int):
     """A BPE trained on ``texts`` in a fixed order, so the vocabulary is the same
     whatever order the blocks arrived in."""
-    from agentworld.model import train_tokenizer
 
     return train_tokenizer(sorted(texts), vocab_size=vocab_size)

@@ -9,8 +9,11 @@ import argparse
 import contextlib
 import json
 from dataclasses import replace
+from urllib.parse import urlparse
 
 from agentworld.cli import job_parser, recipe_options, url
+from agentworld.cluster import local_ray
+from agentworld.evaluate import run
 from agentworld.evaluate.config import EvaluateConfig, InferConfig
 from agentworld.scoring.config import JudgeConfig
 
@@ -102,20 +105,16 @@ def model_name(args: argparse.Namespace) -> str:
         return "/".join(args.model.rstrip("/").split("/")[-2:])
     if getattr(args, "served_model", None):
         return args.served_model
-    from urllib.parse import urlparse
 
     return urlparse(args.endpoint).netloc if getattr(args, "endpoint", None) else "model"
 
 
 def run_command(args: argparse.Namespace, base: EvaluateConfig) -> int:
     """Run the subcommand; its configs are built (and validated) before any work."""
-    from agentworld.evaluate import run
 
     infer_cfg = infer_config(base, args) if args.command in ("infer", "fidelity") else None
     judge_cfg = judge_config(base, args) if getattr(args, "judge_url", None) else None
     if infer_cfg is not None:
-        from agentworld.cluster import local_ray
-
         split = None if args.split == "all" else args.split
         ray_needed = local_ray() if args.model else contextlib.nullcontext()
         with ray_needed:  # vLLM engines run as Ray actors; an endpoint needs no cluster

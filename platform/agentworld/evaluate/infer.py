@@ -17,6 +17,7 @@ from typing import Any
 from agentworld.console import Progress
 from agentworld.evaluate.config import InferConfig
 from agentworld.evaluate.items import EvalItem, failure_row, prediction_row
+from agentworld.evaluate.placement import infer_vllm
 from agentworld.evaluate.store import PartWriter, merge, read_parts
 from agentworld.io import join, write_jsonl
 from agentworld.scoring.chat_client import ChatClient, EndpointError
@@ -65,7 +66,6 @@ def run_infer(
         else:
             if model_url is None:
                 raise ValueError("model_url: the vllm backend needs a checkpoint URL")
-            from agentworld.evaluate.placement import infer_vllm
 
             failures = infer_vllm(todo, cfg, model_url, emit)
     rows = read_parts(parts_url, **storage_options)

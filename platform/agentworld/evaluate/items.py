@@ -12,8 +12,19 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from agentworld.io import Rejected, iter_records, list_shards
-from agentworld.schema import RecordError, Trajectory
+from agentworld.io import Rejected, iter_records, list_shards, read_parquet
+from agentworld.io.shards import iter_jsonl_lines
+from agentworld.schema import (
+    InvalidValueError,
+    MissingFieldError,
+    RecordError,
+    Trajectory,
+    awb_row_messages,
+    loads_json,
+    parse_output,
+    predict_turn_messages,
+)
+from agentworld.schema.awb import strip_marker
 from agentworld.schema.domains import normalize_domain
 
 InputFormat = Literal["auto", "awb", "record", "samples"]
@@ -45,7 +56,6 @@ def item_key(traj_id: str, turn_idx: int) -> str:
 
 def prediction_row(item: EvalItem, output: str, finish_reason: str | None) -> dict[str, Any]:
     """An item with its raw output and the observation parsed from it."""
-    from agentworld.schema import parse_output
 
     return {
         **item.to_dict(),
@@ -61,8 +71,6 @@ def failure_row(item: EvalItem, error: str, attempts: int) -> dict[str, Any]:
 
 def items_from_row(row: dict[str, Any]) -> EvalItem:
     """One AgentWorldBench row; raises RecordError naming the field."""
-    from agentworld.schema import awb_row_messages
-    from agentworld.schema.awb import strip_marker
 
     messages = awb_row_messages(row)  # validates the row
     k = row["turn_idx"]
@@ -80,7 +88,6 @@ def items_from_row(row: dict[str, Any]) -> EvalItem:
 
 def items_from_trajectory(traj: Trajectory) -> list[EvalItem]:
     """The turns the record marks for evaluation (AgentWorldBench origin), else all."""
-    from agentworld.schema import predict_turn_messages
 
     awb = traj.metadata.get("awb", {})
     turn_idxs = awb.get("turn_idx") or range(1, len(traj.turns) + 1)
@@ -101,7 +108,6 @@ def items_from_trajectory(traj: Trajectory) -> list[EvalItem]:
 
 def item_from_sample(row: dict[str, Any]) -> EvalItem:
     """One row of prepare's ``samples/sft`` Parquet shards."""
-    from agentworld.schema import InvalidValueError, MissingFieldError
 
     for name in ("trajectory_id", "domain", "turn_idx", "messages_json", "reference"):
         if row.get(name) is None:
@@ -170,11 +176,8 @@ def _detect(shards: list[str], **storage_options: Any) -> str:
         return "awb"
     first = shards[0]
     if first.endswith(".parquet"):
-        from agentworld.io import read_parquet
-
         names = read_parquet(first, **storage_options).column_names
         return "samples" if "messages_json" in names else "record"
-    from agentworld.io.shards import iter_jsonl_lines
 
     for _, raw in iter_jsonl_lines(first, **storage_options):
         try:
@@ -200,8 +203,6 @@ def _read_shard(shard: str, fmt: str, split: str | None, **storage_options: Any)
 
 
 def _parse_awb_line(raw: bytes) -> list[EvalItem]:
-    from agentworld.schema import loads_json
-
     return [items_from_row(loads_json(raw))]
 
 
@@ -210,8 +211,6 @@ def _parse_record_line(raw: bytes) -> list[EvalItem]:
 
 
 def _read_samples(shard: str, split: str | None, **storage_options: Any):
-    from agentworld.io import read_parquet
-
     for n, row in enumerate(read_parquet(shard, **storage_options).to_pylist(), start=1):
         if split is not None and row.get("split", split) != split:
             continue  # the other side of prepare's held-out split

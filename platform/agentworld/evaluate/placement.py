@@ -18,6 +18,7 @@ from typing import Any
 
 from agentworld.evaluate.config import InferConfig
 from agentworld.evaluate.items import EvalItem, failure_row, prediction_row
+from agentworld.model import local_model_dir
 
 # Engine settings the actors must see even when the cluster was started elsewhere.
 _FORWARDED_ENV = (
@@ -36,8 +37,6 @@ class VLLMPredictor:
     def __init__(self, model_url: str, engine: dict[str, Any], sampling: dict[str, Any]) -> None:
         from transformers import AutoTokenizer
         from vllm import LLM, SamplingParams
-
-        from agentworld.model import local_model_dir
 
         path = local_model_dir(model_url)
         self.tokenizer = AutoTokenizer.from_pretrained(path)

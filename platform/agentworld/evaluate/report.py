@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 from typing import Any
 
-from agentworld.evaluate.score import ALL
+from agentworld.evaluate.score import ALL, MARGIN_METRICS, margin_text
 from agentworld.scoring.rubrics import DIMENSIONS
 
 RULE_COLUMNS = (
@@ -52,7 +52,6 @@ def markdown_table(summary: dict[str, Any], *, title: str | None = None) -> str:
 
 def baseline_lines(summary: dict[str, Any]) -> list[str]:
     """The model beside every baseline per domain, and its margin over the best one."""
-    from agentworld.evaluate.score import MARGIN_METRICS, margin_text
 
     names = list(summary["baselines"])
     label = dict(RULE_COLUMNS)

@@ -12,12 +12,26 @@ nothing; ``infer`` is complete only when no item failed, so a rerun retries fail
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from typing import Any
 
+from agentworld.evaluate.baselines import Retrieval, baseline_rows
 from agentworld.evaluate.config import InferConfig
+from agentworld.evaluate.infer import run_infer
+from agentworld.evaluate.items import load_items
+from agentworld.evaluate.judge_predictions import run_judge
+from agentworld.evaluate.report import (
+    chart_png,
+    comparison_table,
+    default_metric,
+    markdown_table,
+    with_baselines,
+)
+from agentworld.evaluate.score import add_baselines, summarize
 from agentworld.io import (
     exists,
     join,
+    read_bytes,
     read_jsonl,
     read_manifest,
     write_bytes,
@@ -40,8 +54,6 @@ def _up_to_date(url: str, inputs: dict[str, Any], config: Any = None, **so: Any)
 
 
 def _as_json(obj: Any) -> Any:
-    from dataclasses import asdict
-
     return json.loads(json.dumps(asdict(obj)))
 
 
@@ -80,10 +92,6 @@ def infer_stage(
     **so: Any,
 ) -> dict[str, Any]:
     """Load items, predict the missing ones, write the manifest; returns it."""
-    from dataclasses import asdict
-
-    from agentworld.evaluate.infer import run_infer
-    from agentworld.evaluate.items import load_items
 
     out = join(run_url, "infer")
     model = model_url if cfg.backend == "vllm" else cfg.endpoint.base_url
@@ -109,9 +117,6 @@ def infer_stage(
 
 def judge_stage(run_url: str, cfg: JudgeConfig, **so: Any) -> dict[str, Any]:
     """Judge the run's predictions that have no judgment yet."""
-    from dataclasses import asdict
-
-    from agentworld.evaluate.judge_predictions import run_judge
 
     out = join(run_url, "judge")
     inputs = {"infer": _stamp(join(run_url, "infer"), **so)}
@@ -150,8 +155,6 @@ def _baselines(
     run_url: str, predictions: list[dict[str, Any]], train: tuple[str, str] | None, **so: Any
 ) -> dict[str, list[dict[str, Any]]]:
     """Baseline prediction rows for the run's items, also written under score/baselines/."""
-    from agentworld.evaluate.baselines import Retrieval, baseline_rows
-    from agentworld.evaluate.items import load_items
 
     if not all("messages" in p for p in predictions):
         return {}  # rows without their context (written by hand, not by infer)
@@ -179,8 +182,6 @@ def score_stage(
     with the baselines scored on the same items beside the model. ``baseline_train``:
     (URL, format) of the retrieval baseline's training data; default
     ``baseline_train_source``."""
-    from agentworld.evaluate.report import default_metric, markdown_table
-    from agentworld.evaluate.score import add_baselines, summarize
 
     out = join(run_url, "score")
     train = baseline_train or baseline_train_source(run_url, **so)
@@ -226,8 +227,6 @@ def compare_stage(
     summary_urls: list[str], out: str, *, metric: str | None = None, **so: Any
 ) -> dict[str, Any]:
     """One table and one chart over several runs' summaries (one bar per model)."""
-    from agentworld.evaluate.report import comparison_table, default_metric, with_baselines
-    from agentworld.io import read_bytes
 
     summaries = [json.loads(read_bytes(u, **so)) for u in summary_urls]
     metric = metric or default_metric(summaries)
@@ -247,8 +246,6 @@ def compare_stage(
 def write_outputs(
     out: str, summaries: list[dict[str, Any]], *, metric: str, table: str, **so: Any
 ) -> None:
-    from agentworld.evaluate.report import chart_png, with_baselines
-
     if len(summaries) == 1:
         data = json.dumps(summaries[0], indent=2, sort_keys=True).encode()
         write_bytes(join(out, "summary.json"), data, **so)
@@ -265,6 +262,4 @@ def infer_model(run_url: str, **so: Any) -> str:
 
 
 def read_table(run_url: str, **so: Any) -> str:
-    from agentworld.io import read_bytes
-
     return read_bytes(join(run_url, "score", "table.md"), **so).decode()

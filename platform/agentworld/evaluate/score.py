@@ -19,6 +19,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
+
 from agentworld.scoring.metrics import METRIC_NAMES, rule_metrics
 from agentworld.scoring.rubrics import DIMENSIONS
 
@@ -191,7 +193,6 @@ def _paired_differences(
 def paired_interval(diffs: list[float], *, seed: int = 0) -> list[float] | None:
     """95% percentile interval of the mean of ``diffs`` over ``BOOTSTRAP_SAMPLES``
     resamples with replacement (fixed seed: the same items give the same interval)."""
-    import numpy as np
 
     if len(diffs) < 2:
         return None

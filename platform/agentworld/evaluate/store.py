@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from agentworld.io import join, list_shards, read_jsonl, write_jsonl
+from agentworld.io import exists, join, list_shards, read_jsonl, write_jsonl
 
 _PART_RE = re.compile(r"part-(\d+)\.jsonl$")
 
@@ -26,8 +26,6 @@ def read_parts(url: str, **storage_options: Any) -> dict[str, dict[str, Any]]:
 
 
 def _parts(url: str, **storage_options: Any) -> list[str]:
-    from agentworld.io import exists
-
     if not exists(url, **storage_options):
         return []
     return [

@@ -10,6 +10,7 @@ import dataclasses
 import datetime as dt
 import json
 import subprocess
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,6 @@ def code_version() -> str:
             return out.stdout.strip()
     except (OSError, subprocess.TimeoutExpired):
         pass
-    from importlib.metadata import version
 
     return f"agentworld-{version('agentworld')}"
 

@@ -20,6 +20,8 @@ from agentworld.io.storage import atomic_write, get_fs
 from agentworld.schema import RecordError, Trajectory, loads_json
 from agentworld.schema.arrow import from_arrow_row, to_arrow_table
 from agentworld.schema.awb import row_to_trajectory
+from agentworld.schema.chat import chat_to_trajectory
+from agentworld.schema.errors import MissingFieldError
 from agentworld.schema.record import trajectory_from_dict
 
 SHARD_SUFFIXES = (".jsonl", ".jsonl.gz", ".parquet")
@@ -93,11 +95,7 @@ def parse_object(obj: Any, fmt: Format) -> Trajectory:
     if fmt == "awb":
         return row_to_trajectory(obj)
     if fmt == "chat":
-        from agentworld.schema.chat import chat_to_trajectory
-
         if not isinstance(obj, dict) or "messages" not in obj:
-            from agentworld.schema.errors import MissingFieldError
-
             raise MissingFieldError("required field is missing", field="messages")
         return chat_to_trajectory(
             obj["messages"],

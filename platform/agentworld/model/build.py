@@ -6,6 +6,9 @@ import os
 import tempfile
 from typing import Any
 
+from fsspec.implementations.local import LocalFileSystem
+
+from agentworld.io.storage import copy_local_dir_to, download_dir, get_fs
 from agentworld.model.config import ModelConfig
 
 
@@ -60,9 +63,6 @@ def build_model(cfg: ModelConfig, tokenizer, *, seed: int = 0):
 def save_pretrained(model, tokenizer, url: str) -> str:
     """Save model (safetensors) and tokenizer (with chat template) to a local path or
     any fsspec URL; returns ``url``."""
-    from fsspec.implementations.local import LocalFileSystem
-
-    from agentworld.io.storage import copy_local_dir_to, get_fs
 
     fs, path = get_fs(url)
     if isinstance(fs, LocalFileSystem):
@@ -78,7 +78,6 @@ def save_pretrained(model, tokenizer, url: str) -> str:
 
 def local_model_dir(url: str, cache_dir: str | None = None) -> str:
     """A local directory holding the HF checkpoint at ``url`` (downloaded if remote)."""
-    from agentworld.io.storage import download_dir
 
     if "://" not in url or url.startswith("file://"):
         return url.removeprefix("file://")
@@ -107,6 +106,7 @@ def build_tiny_checkpoint(
     texts: list[str], out_url: str, cfg: ModelConfig | None = None, *, seed: int = 0
 ) -> str:
     """Train a tokenizer on ``texts``, build the MoE from ``cfg`` and save both to ``out_url``."""
+    # not at the top: agentworld.model imports this module (a cycle)
     from agentworld.model.tokenizer import train_tokenizer
 
     cfg = cfg or ModelConfig()  # the debug_cpu recipe's shape

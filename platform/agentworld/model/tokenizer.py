@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+
 SPECIAL_TOKENS = (
     "<|endoftext|>",
     "<|im_start|>",
@@ -36,7 +38,6 @@ LONGEST_WORD = 128
 
 def train_tokenizer(texts: Iterable[str], *, vocab_size: int = 2048, min_frequency: int = 2):
     """Train a byte-level BPE on ``texts``; returns a transformers PreTrainedTokenizerFast."""
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     if vocab_size < 256 + len(SPECIAL_TOKENS):

@@ -6,10 +6,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
+from agentworld.agent.config import VARIANTS, AgentConfig, LimitsConfig, SimConfig, TasksConfig
 from agentworld.config import ConfigError, set_overrides
+from agentworld.evaluate.config import EvaluateConfig, InferConfig, VLLMConfig
 from agentworld.model.config import ModelConfig
 from agentworld.model.engine import EngineConfig
 from agentworld.recipes.config import Recipe
+from agentworld.rl.config import LearnerConfig, RLConfig, RolloutConfig
+from agentworld.scoring.config import SamplingConfig
 from agentworld.train.config import ClusterConfig, TrainConfig
 
 
@@ -22,7 +26,6 @@ def debug_cpu() -> Recipe:
     (at 768 it left out a third of the contexts, the MCP and SWE ones). SFT runs 100
     steps after CPT's 40: on the demo's data held-out SFT loss went 5.31, 4.03 (25),
     3.61 (50), 3.40 (75), 3.35 (100), 3.31 (150), and at 40 it was still falling fast."""
-    from agentworld.rl.config import RLConfig, RolloutConfig
 
     engine = EngineConfig(max_model_len=1024 + 64, dtype="float32")
     rollout = RolloutConfig(max_prompt_tokens=1024, engine=engine)
@@ -48,7 +51,6 @@ def small_cpu() -> Recipe:
     tokens). At the default 48 new tokens and 768-token prompts RL left out 1104 of the
     2304 training contexts, every long search page and most tool results among them,
     and so trained only on short answers: after RL search fell 63.0 -> 57.4 (char F1)."""
-    from agentworld.rl.config import RLConfig, RolloutConfig
 
     engine = EngineConfig(max_model_len=1024 + 512, dtype="float32")
     rollout = RolloutConfig(max_prompt_tokens=1024, max_new_tokens=512, engine=engine)
@@ -153,8 +155,6 @@ def _cpu_evaluate(*, seq_len: int):
     """Evaluation that can write any observation SFT trains on (up to ``seq_len``
     tokens) after any prompt it trains on. At 512 new tokens every web observation of
     the demo (median 603 tokens) and the longest search results were cut short."""
-    from agentworld.evaluate.config import EvaluateConfig, InferConfig, VLLMConfig
-    from agentworld.scoring.config import SamplingConfig
 
     vllm = VLLMConfig(engine=EngineConfig(max_model_len=2 * seq_len))
     return EvaluateConfig(infer=InferConfig(sampling=SamplingConfig(max_tokens=seq_len), vllm=vllm))
@@ -162,8 +162,6 @@ def _cpu_evaluate(*, seq_len: int):
 
 def _gpu_evaluate():
     """Evaluation on GPUs: one bf16 vLLM engine per GPU, eight of them."""
-    from agentworld.evaluate.config import EvaluateConfig, InferConfig, VLLMConfig
-    from agentworld.scoring.config import SamplingConfig
 
     engine = EngineConfig(
         replicas=8,
@@ -182,7 +180,6 @@ def _gpu_rl():
     """GRPO on the RL RayJob's 80 GPUs: 64 learner ranks (ZeRO-3, experts split over
     8), 4 rollout engines of 4-way tensor parallelism; 64 contexts x 8 predictions per
     step in 4 optimizer steps."""
-    from agentworld.rl.config import LearnerConfig, RLConfig, RolloutConfig
 
     engine = EngineConfig(
         replicas=4,
@@ -219,8 +216,6 @@ def _gpu_agent():
     """The agent stage on the agent RayJob's 24 GPUs: 16 learner ranks (experts split
     over 8), 2 rollout engines of 4-way tensor parallelism; the simulator is the
     agentworld-sim RayService (the serve backend); 16 tasks x 8 siblings per step."""
-    from agentworld.agent.config import VARIANTS, AgentConfig, LimitsConfig, SimConfig, TasksConfig
-    from agentworld.rl.config import RLConfig
 
     # The RL stage's engines and learner settings, on this job's smaller gang.
     gpu = _gpu_rl()

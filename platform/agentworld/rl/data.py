@@ -12,8 +12,13 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
+
+import pyarrow as pa
+
+from agentworld.io import exists, join, list_shards, read_parquet, write_parquet
+from agentworld.schema import predict_turn_messages
 
 SAMPLE_COLUMNS = ("trajectory_id", "domain", "turn_idx", "messages_json", "reference")
 
@@ -44,14 +49,12 @@ class LoadResult:
 
 def samples_dir(url: str) -> str:
     """Where the per-turn samples are: a prepare run's ``samples/sft``, else ``url``."""
-    from agentworld.io import exists, join
 
     return join(url, "samples", "sft") if exists(join(url, "samples", "sft")) else url
 
 
 def load_contexts(url: str) -> LoadResult:
     """Every valid context under ``url`` (see ``samples_dir``), in shard order."""
-    from agentworld.io import list_shards, read_parquet
 
     result = LoadResult()
     shards = list_shards(samples_dir(url), suffixes=(".parquet",))
@@ -111,7 +114,6 @@ def _is_context(messages: Any) -> bool:
 
 def sample_rows(trajectories: Iterable[Any]) -> list[dict[str, Any]]:
     """Per-turn sample rows in prepare's format, one per turn of each trajectory."""
-    from agentworld.schema import predict_turn_messages
 
     rows = []
     for traj in trajectories:
@@ -131,9 +133,6 @@ def sample_rows(trajectories: Iterable[Any]) -> list[dict[str, Any]]:
 
 def write_samples(url: str, trajectories: Iterable[Any]) -> int:
     """Write trajectories as one ``samples/sft`` shard under ``url`` (prepare's layout)."""
-    import pyarrow as pa
-
-    from agentworld.io import join, write_parquet
 
     rows = sample_rows(trajectories)
     return write_parquet(
@@ -157,7 +156,6 @@ def tokenize_contexts(
     however faithful it is, and the only answers rewarded are ones shorter than the
     real observation. In the demo's RL run (48 new tokens, half the observations
     longer) the policy learned exactly that: it stopped earlier at every step."""
-    from dataclasses import replace
 
     kept = []
     for c in contexts:

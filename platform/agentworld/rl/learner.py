@@ -9,14 +9,22 @@ this module itself knows nothing of Ray.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import os
+import shutil
+import tempfile
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from agentworld.io.storage import copy_local_dir_to, download_dir
+from agentworld.model import load_model, load_tokenizer
 from agentworld.rl.config import RLConfig
-from agentworld.train.config import TrainConfig
+from agentworld.train.config import ClusterConfig, TrainConfig
+from agentworld.train.ds_config import deepspeed_config
+from agentworld.train.export import export_hf, full_state_dict
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,10 +57,6 @@ def learner_deepspeed_config(rl: RLConfig, train: TrainConfig) -> dict[str, Any]
     """The training stage's DeepSpeed config (ZeRO stage, precision, clipping, AdamW
     from the recipe's ``train``) with RL's learning rate and expert parallelism, and a
     nominal batch geometry: the learner calls backward/step itself, once per mini-batch."""
-    import dataclasses
-
-    from agentworld.train.config import ClusterConfig
-    from agentworld.train.ds_config import deepspeed_config
 
     le = rl.learner
     gpus = int(le.gpus_per_learner) if le.gpus_per_learner >= 1 else 0
@@ -98,8 +102,6 @@ class Learner:
     ) -> None:
         import torch
 
-        from agentworld.model import load_model
-
         self.rl, self.train_cfg, self.rank, self.world_size = rl, train, rank, world_size
         _init_distributed(rank, world_size, master_addr, master_port)
         torch.manual_seed(train.seed)
@@ -119,6 +121,7 @@ class Learner:
         """Log-probabilities of every next token (B, L-1), logits (B, L-1, V), aux loss."""
         import torch
 
+        # not at the top: it brings torch into this light module
         from agentworld.rl.loss import token_logprobs
 
         ids = torch.as_tensor(b.input_ids, device=self.device)
@@ -175,6 +178,7 @@ class Learner:
     def _update(self, b: TrainBatch, old_logp: Any) -> dict[str, float]:
         import torch
 
+        # not at the top: it brings torch into this light module
         from agentworld.rl.loss import entropy, policy_loss
 
         self.engine.train()
@@ -223,7 +227,6 @@ class Learner:
     def weights(self) -> dict[str, Any]:
         """Full weights in checkpoint layout on rank 0 (every rank joins the gather of
         ZeRO-3 partitions and expert-parallel slices; the others return nothing)."""
-        from agentworld.train.export import full_state_dict
 
         state = full_state_dict(self.engine.module)
         if self.rank != 0:
@@ -245,8 +248,6 @@ class Learner:
 
     def export_hf(self, url: str, tokenizer_dir: str) -> str | None:
         """Save the current policy as an HF checkpoint (collective; rank 0 writes)."""
-        from agentworld.model import load_tokenizer
-        from agentworld.train.export import export_hf
 
         return export_hf(self.engine.module, load_tokenizer(tokenizer_dir), url, rank=self.rank)
 
@@ -269,8 +270,6 @@ def _init_distributed(rank: int, world_size: int, addr: str, port: int) -> None:
 
 
 def _frozen_copy(model: Any) -> Any:
-    import copy
-
     ref = copy.deepcopy(model).eval()
     for p in ref.parameters():
         p.requires_grad_(False)
@@ -314,10 +313,6 @@ class _staged:
         self.url, self.tag, self.upload, self._tmp = url, tag, upload, None
 
     def __enter__(self) -> str:
-        import tempfile
-
-        from agentworld.io.storage import download_dir
-
         if "://" not in self.url or self.url.startswith("file://"):
             return self.url.removeprefix("file://")
         self._tmp = tempfile.mkdtemp(prefix="agentworld-ckpt-")
@@ -326,10 +321,6 @@ class _staged:
         return self._tmp
 
     def __exit__(self, *exc: object) -> None:
-        import shutil
-
-        from agentworld.io.storage import copy_local_dir_to
-
         if self._tmp is None:
             return
         if self.upload and exc[0] is None:

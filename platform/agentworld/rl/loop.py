@@ -84,6 +84,7 @@ def advantage_arrays(
 ) -> tuple[np.ndarray, np.ndarray]:
     import torch
 
+    # not at the top: it brings torch into this light module
     from agentworld.rl.advantages import group_advantages
 
     rewards = torch.tensor(batch.total, dtype=torch.float32).view(n, g)

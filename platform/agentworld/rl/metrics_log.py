@@ -12,6 +12,7 @@ from typing import Any
 
 from agentworld.console import Progress
 from agentworld.io import exists, join, read_bytes, write_bytes
+from agentworld.io.manifest import _jsonable
 
 
 class MetricsLog:
@@ -53,8 +54,6 @@ def _progress(m: dict[str, float]) -> dict[str, str]:
 
 def _wandb_run(out_url: str, config: Any) -> Any:
     import wandb
-
-    from agentworld.io.manifest import _jsonable
 
     os.environ.setdefault("WANDB_MODE", "offline")
     local = (

@@ -16,13 +16,14 @@ error is raised at once instead of after the others time out.
 from __future__ import annotations
 
 import os
+import socket
 import time
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from agentworld.rl.learner import TrainBatch
-from agentworld.rl.rollout import Completion
+from agentworld.rl.learner import Learner, TrainBatch
+from agentworld.rl.rollout import Completion, RolloutEngine
 
 if TYPE_CHECKING:
     from agentworld.recipes.config import Recipe
@@ -98,8 +99,6 @@ class RolloutGroup:
     def __init__(self, pg: Any, recipe: Recipe, model_dir: str) -> None:
         import ray
 
-        from agentworld.rl.rollout import RolloutEngine
-
         ro = recipe.rl.rollout
         self.timeout_s = recipe.rl.call_timeout_s
         cls = ray.remote(RolloutEngine)
@@ -163,8 +162,6 @@ class LearnerGroup:
 
     def __init__(self, pg: Any, recipe: Recipe, model_dir: str) -> None:
         import ray
-
-        from agentworld.rl.learner import Learner
 
         le, first = recipe.rl.learner, recipe.rl.rollout.engine.replicas
         self.timeout_s = recipe.rl.call_timeout_s
@@ -233,8 +230,6 @@ def _rank_rows(n: int, rank: int, world: int) -> np.ndarray:
 
 
 def _free_port_on_node() -> tuple[str, int]:
-    import socket
-
     import ray
 
     with socket.socket() as s:

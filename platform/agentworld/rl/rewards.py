@@ -20,8 +20,10 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agentworld.schema import extract_observation
 from agentworld.scoring import metrics
 from agentworld.scoring.config import JudgeConfig
+from agentworld.scoring.judge_client import JudgeRequest, judge_sync
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -87,8 +89,6 @@ def format_reward(p: Prediction) -> float:
 
 
 def _observation(p: Prediction) -> str:
-    from agentworld.schema import extract_observation
-
     return extract_observation(p.raw)
 
 
@@ -156,8 +156,6 @@ def verdict_reward(scores: dict[str, int]) -> float:
 
 def judge_reward(cfg: JudgeConfig, preds: Sequence[Prediction]) -> list[Score]:
     """Judge every prediction concurrently (bounded by ``cfg.endpoint.concurrency``)."""
-    from agentworld.schema import extract_observation
-    from agentworld.scoring.judge_client import JudgeRequest, judge_sync
 
     reqs = [
         JudgeRequest(

@@ -17,6 +17,9 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any
 
+from safetensors.torch import save_file
+
+from agentworld.model import local_model_dir
 from agentworld.rl.config import RolloutConfig
 
 
@@ -65,8 +68,6 @@ def _repack_cpu_experts(model: Any) -> int:
 class RolloutEngine:
     def __init__(self, model_dir: str, cfg: RolloutConfig, *, seed: int = 0) -> None:
         from vllm import LLM
-
-        from agentworld.model import local_model_dir
 
         self.cfg = cfg
         self.llm = LLM(
@@ -117,7 +118,6 @@ class RolloutEngine:
     def load_weights(self, state: dict[str, Any], version: int) -> int:
         """Load ``state`` (checkpoint-format names -> tensors) into the running model and
         return the weight version the engine reports afterwards."""
-        from safetensors.torch import save_file
 
         path = os.path.join(self._weights_dir, "model.safetensors")
         save_file({k: v.contiguous() for k, v in state.items()}, path)

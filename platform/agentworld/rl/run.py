@@ -8,6 +8,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agentworld.console import say
+from agentworld.io import is_complete, join, read_manifest, write_jsonl, write_manifest
+from agentworld.model import load_tokenizer
+from agentworld.rl import checkpoint
+from agentworld.rl.data import load_contexts, tokenize_contexts
+from agentworld.rl.loop import Trainer
+from agentworld.rl.metrics_log import MetricsLog
+from agentworld.rl.placement import RLWorkers
+from agentworld.rl.rewards import build_rewards
 
 if TYPE_CHECKING:
     from agentworld.recipes.config import Recipe
@@ -31,8 +39,6 @@ def prepare_contexts(
 ) -> tuple[list[Any], int]:
     """Valid, tokenized contexts and the count left out (bad rows, over-long prompts and
     observations longer than a rollout may write, written to quarantine/)."""
-    from agentworld.io import join, write_jsonl
-    from agentworld.rl.data import load_contexts, tokenize_contexts
 
     loaded = load_contexts(data_url)
     contexts = tokenize_contexts(
@@ -58,13 +64,6 @@ def run(job: RLJob, *, workers: Any = None, stop_after: int | None = None) -> di
     ``stop_after``, as a killed run would). ``workers``: an ``RLWorkers`` to reuse,
     holding the weights of ``job.init`` or of this run's newest checkpoint; by default
     one is started and closed."""
-    from agentworld.io import is_complete, join, read_manifest
-    from agentworld.model import load_tokenizer
-    from agentworld.rl import checkpoint
-    from agentworld.rl.loop import Trainer
-    from agentworld.rl.metrics_log import MetricsLog
-    from agentworld.rl.placement import RLWorkers
-    from agentworld.rl.rewards import build_rewards
 
     data_url, init_url, out_url, recipe = job.data, job.init, job.out, job.recipe
     if is_complete(out_url):
@@ -109,8 +108,6 @@ def run(job: RLJob, *, workers: Any = None, stop_after: int | None = None) -> di
 
 
 def _finish(out_url, data_url, init_url, recipe, rows, n_contexts, rejected, hf) -> dict[str, Any]:
-    from agentworld.io import join, write_manifest
-
     first, last = rows[0], rows[-1]
     return write_manifest(
         out_url,

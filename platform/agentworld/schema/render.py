@@ -40,6 +40,7 @@ def predict_turn_messages(traj: Trajectory, k: int) -> list[Message]:
 
 def awb_row_messages(row: dict) -> list[Message]:
     """Messages for an AgentWorldBench row, built from the row's own fields."""
+    # not at the top: agentworld.schema imports this module (a cycle)
     from agentworld.schema.awb import strip_marker, validate_row
 
     row = validate_row(row)

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentworld.schema.parse import split_reasoning
 from agentworld.scoring.chat_client import ChatClient, EndpointError
 from agentworld.scoring.config import JudgeConfig
 from agentworld.scoring.rubrics import DIMENSIONS, judge_instructions
@@ -147,7 +148,6 @@ def parse_verdict(text: str) -> Verdict:
     ``name: N`` lines instead of JSON, integral floats and numeric strings, and a bare
     JSON object with the five names when the <scores> tag is missing.
     """
-    from agentworld.schema.parse import split_reasoning
 
     _, body, _ = split_reasoning(text or "")
     blocks = _SCORES_RE.findall(body)

@@ -13,6 +13,9 @@ import re
 from collections import Counter
 from typing import Any
 
+from agentworld.schema import extract_observation, parse_output
+from agentworld.schema.awb import strip_marker
+
 METRIC_NAMES = ("exact_match", "char_f1", "rouge_l", "format_valid", "json_valid")
 
 # Word runs, single CJK characters and single punctuation marks: ROUGE-L over these
@@ -71,7 +74,6 @@ def rouge_l(prediction: str, reference: str) -> float:
 def format_valid(raw_output: str) -> float:
     """1.0 when a raw model output has the expected shape: reasoning closed, an opened
     <predicted_observation> block closed, a non-empty observation and no stray tags."""
-    from agentworld.schema import parse_output
 
     parsed = parse_output(raw_output)
     ok = parsed.complete and bool(parsed.observation.strip())
@@ -99,8 +101,6 @@ def json_valid(prediction: str, reference: str | None = None) -> float | None:
 
 def rule_metrics(raw_output: str, reference: str) -> dict[str, float | None]:
     """All five metrics for one raw model output against the real observation."""
-    from agentworld.schema import extract_observation
-    from agentworld.schema.awb import strip_marker
 
     prediction = extract_observation(raw_output)
     reference = strip_marker(reference)

@@ -13,6 +13,7 @@ from typing import Any
 
 from agentworld.sim.config import AuthConfig
 from agentworld.sim.errors import SimError
+from agentworld.sim.keys import load_keys
 
 _ROUTES = (
     (re.compile(r"^/v1/sessions/[^/]+/step$"), "/v1/sessions/{id}/step"),
@@ -64,8 +65,6 @@ class Guard:
 
     def _team(self, scope: dict) -> str:
         if self._ring is None:
-            from agentworld.sim.keys import load_keys
-
             self._ring = load_keys(self.auth)
         team = self._ring.team_for(_presented_key(scope))
         if team is None:

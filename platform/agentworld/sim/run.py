@@ -14,9 +14,16 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import yaml
+
+from agentworld.cluster import local_ray
 from agentworld.config import set_overrides
 from agentworld.console import say
+from agentworld.io import is_complete, read_manifest, write_manifest
 from agentworld.sim.config import ServeConfig
+from agentworld.sim.keys import parse_keys
+from agentworld.sim.placement.app import delete, deploy, shutdown
+from agentworld.sim.smoke import smoke_check
 
 STOP_TIMEOUT_S = 60
 """Past this many seconds after SIGTERM/SIGINT, the process exits without waiting on Serve."""
@@ -57,7 +64,6 @@ def load_job(
     """The job of a Serve config file's first application with the command line's
     overrides (``overrides``: dotted ``FIELD=VALUE`` items of its ServeConfig); raises
     before anything starts when the config or the model is wrong."""
-    import yaml
 
     with open(config_file, encoding="utf-8") as f:
         data = yaml.safe_load(f)
@@ -85,7 +91,6 @@ def with_keys(
     on an already running cluster get them too; keys in the environment variable stay
     there (a local cluster started here inherits it, a remote one has its own, e.g. from
     a Kubernetes secret)."""
-    from agentworld.sim.keys import parse_keys
 
     keys = api_keys
     if not keys and smoke and not os.environ.get(cfg.auth.api_keys_env or ""):
@@ -105,8 +110,6 @@ def run(job: ServeJob, *, num_cpus: int = 4) -> dict[str, Any] | None:
     """Deploy ``job`` and serve until a signal (returns None), or run the smoke check
     (returns its manifest, written when ``job.out`` is set). A local cluster started
     here has ``num_cpus`` logical CPUs and the keys' environment variable."""
-    from agentworld.cluster import local_ray
-    from agentworld.io import is_complete, read_manifest
 
     if job.smoke and job.out and is_complete(job.out):
         print(f"[serve] {job.out} is complete; nothing to do (delete it to rerun)")
@@ -122,8 +125,6 @@ def run(job: ServeJob, *, num_cpus: int = 4) -> dict[str, Any] | None:
 
 
 def _serve(job: ServeJob) -> dict[str, Any] | None:
-    from agentworld.sim.placement.app import delete, deploy
-
     cfg, base = job.config, job.base_url
     t0 = time.time()
     deploy(cfg, name=job.name, http=job.http)
@@ -140,9 +141,6 @@ def _serve(job: ServeJob) -> dict[str, Any] | None:
 
 
 def _smoke(job: ServeJob) -> dict[str, Any]:
-    from agentworld.io import write_manifest
-    from agentworld.sim.smoke import smoke_check
-
     cfg = job.config
     result = smoke_check(job.base_url, job.key, cfg.model_id)
     latency = ", ".join(f"{k} {v:.0f}" for k, v in result["latency_ms"].items())
@@ -160,7 +158,6 @@ def _block() -> None:
     """Serve until SIGTERM or SIGINT, then shut Serve down (Ray stops when ``run``'s
     ``local_ray`` block ends). A shutdown that hangs is cut off after STOP_TIMEOUT_S by
     an alarm, so that a stop always ends the process."""
-    from agentworld.sim.placement.app import shutdown
 
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # both arrive as KeyboardInterrupt
     try:

@@ -17,6 +17,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from agentworld.io import get_fs, join, write_bytes
+from agentworld.io.storage import remove
 from agentworld.sim.config import LimitsConfig
 from agentworld.sim.errors import SimError, not_found
 
@@ -190,25 +192,17 @@ class SessionStore:
         self._unpersist(session_id)
 
     def _path(self, session_id: str) -> str:
-        from agentworld.io import join
-
         return join(self.storage_url, f"{session_id}.json")
 
     def _persist(self, record: dict[str, Any]) -> None:
         if self.storage_url:
-            from agentworld.io import write_bytes
-
             write_bytes(self._path(record["id"]), json.dumps(record, ensure_ascii=False).encode())
 
     def _unpersist(self, session_id: str) -> None:
         if self.storage_url:
-            from agentworld.io.storage import remove
-
             remove(self._path(session_id))
 
     def _load(self) -> None:
-        from agentworld.io import get_fs
-
         fs, root = get_fs(self.storage_url)
         now = self._clock()
         for path in fs.glob(f"{root.rstrip('/')}/sess-*.json"):

@@ -19,6 +19,7 @@ def checkpoint_name(step: int) -> str:
 
 def save_and_report(engine, step: int, metrics: dict[str, Any], events=None) -> None:
     """Save (collective) and report with the checkpoint (every rank must call it)."""
+    # not at the top: it brings ray into this light module
     from agentworld.train.placement import report
 
     with tempfile.TemporaryDirectory(prefix="agentworld-ckpt-") as tmp:
@@ -29,6 +30,7 @@ def save_and_report(engine, step: int, metrics: dict[str, Any], events=None) -> 
 def restore(engine) -> int:
     """Load the newest reported checkpoint, if any, into ``engine`` (weights, optimizer,
     schedule); returns the step it was taken at (0 when starting fresh)."""
+    # not at the top: it brings ray into this light module
     from agentworld.train.placement import latest_checkpoint
 
     checkpoint = latest_checkpoint()

@@ -7,6 +7,8 @@ import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from agentworld.model import build_model as build_fresh
+from agentworld.model import load_model, load_tokenizer
 from agentworld.train.ds_config import deepspeed_config
 from agentworld.train.loss import warmup_cosine
 
@@ -28,9 +30,6 @@ class ModelSource:
 def build_model(recipe: Recipe, source: ModelSource):
     """(model, tokenizer): fp32 weights (DeepSpeed casts for bf16 runs)."""
     import torch
-
-    from agentworld.model import build_model as build_fresh
-    from agentworld.model import load_model, load_tokenizer
 
     tokenizer = load_tokenizer(source.tokenizer_url)
     if source.init_url:

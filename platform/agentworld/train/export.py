@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+from agentworld.model import save_pretrained
 from agentworld.train.engine import moe_layers
 
 
@@ -64,8 +65,6 @@ def export_hf(module, tokenizer, url: str, *, rank: int) -> str | None:
     """Gather the weights (collective) and write the HF checkpoint to ``url`` from rank 0."""
     import torch
     from transformers import AutoModelForCausalLM
-
-    from agentworld.model import save_pretrained
 
     state = full_state_dict(module)
     if rank != 0:

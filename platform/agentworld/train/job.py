@@ -8,7 +8,10 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+import pyarrow.parquet as pq
+
 from agentworld.config import ConfigError
+from agentworld.io import exists, get_fs, join, read_bytes
 from agentworld.train.engine import ModelSource
 
 if TYPE_CHECKING:  # recipes compose every stage's config: imported for the annotation only
@@ -43,8 +46,6 @@ class TrainJob:
         object.__setattr__(self, "recipe", dataclasses.replace(self.recipe, train=train))
 
     def url(self, *parts: str) -> str:
-        from agentworld.io import join
-
         return join(self.data, *parts)
 
 
@@ -60,8 +61,6 @@ class DataPlan:
 
 
 def _parquet_files(url: str) -> list[str]:
-    from agentworld.io import get_fs
-
     fs, path = get_fs(url)
     if not fs.exists(path):
         return []
@@ -70,9 +69,6 @@ def _parquet_files(url: str) -> list[str]:
 
 def _parquet_rows(url: str, field_name: str) -> tuple[int, int]:
     """(rows, length of the first row's input_ids) of the packed shards under ``url``."""
-    import pyarrow.parquet as pq
-
-    from agentworld.io import get_fs
 
     files = _parquet_files(url)
     if not files:
@@ -94,7 +90,6 @@ def _parquet_rows(url: str, field_name: str) -> tuple[int, int]:
 
 def _hf_dir(url: str, field_name: str) -> str:
     """An HF checkpoint directory: ``url`` itself, or ``url/hf`` for a CPT run directory."""
-    from agentworld.io import exists, join
 
     for candidate in (url, join(url, "hf")):
         if exists(join(candidate, "config.json")):
@@ -103,8 +98,6 @@ def _hf_dir(url: str, field_name: str) -> str:
 
 
 def _model_source(job: TrainJob) -> ModelSource:
-    from agentworld.io import exists, join, read_bytes
-
     init_field = "init" if job.init else "model.pretrained"
     init = job.init or job.recipe.model.pretrained
     init = _hf_dir(init, init_field) if init else None

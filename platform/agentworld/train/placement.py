@@ -9,9 +9,12 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 from ray.train import UserCallback
 
 from agentworld.config import ConfigError
+from agentworld.io import get_fs
 from agentworld.train.config import ClusterConfig
 
 # S3-compatible endpoints are configured by these variables on the driver; workers get
@@ -61,9 +64,6 @@ def arrow_storage(url: str) -> tuple[str, Any]:
     absolute paths; other URLs through fsspec, so that they honour AWS_ENDPOINT_URL."""
     if "://" not in url or url.startswith("file://"):
         return os.path.abspath(url.removeprefix("file://")), None
-    import pyarrow.fs as pafs
-
-    from agentworld.io import get_fs
 
     # Resolved here and pickled with the filesystem: Ray Data's read tasks do not see
     # the driver's environment.
@@ -92,7 +92,6 @@ def read_held_out(url: str):
     """The held-out packed rows as one pyarrow Table, read on the driver: they are few,
     every worker evaluates on them many times, and one Ray Data pipeline per worker
     would compete with the training stream for the cluster's spare CPUs."""
-    import pyarrow.parquet as pq
 
     path, fs = arrow_storage(url)
     return pq.read_table(path, filesystem=fs, columns=PACKED_COLUMNS, use_threads=False)

@@ -88,6 +88,7 @@ class Progress:
             self._drain(block=True)
 
     def _drain(self, *, block: bool) -> None:
+        # not at the top: it brings ray into this light module
         from agentworld.train.placement import next_event
 
         while (event := next_event(self.queue, block=block)) is not None:

@@ -11,8 +11,15 @@ import tempfile
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from agentworld import cli
+from agentworld.cluster import local_ray
 from agentworld.console import say
+from agentworld.io import is_complete, join, read_manifest, write_manifest
+from agentworld.io.storage import copy_local_dir_to
 from agentworld.train.job import DataPlan, TrainJob
+from agentworld.train.job import plan as make_plan
+from agentworld.train.progress import Progress
+from agentworld.train.worker import WorkerSpec, train_loop_per_worker
 
 if TYPE_CHECKING:  # recipes compose every stage's config: for annotations only
     from agentworld.recipes.config import Recipe
@@ -22,8 +29,6 @@ if TYPE_CHECKING:  # recipes compose every stage's config: for annotations only
 def wandb_run(job: TrainJob, plan: DataPlan) -> Iterator[Any]:
     """A wandb run with the full configuration (offline unless the recipe says
     otherwise); its files end up under ``<out>/wandb``."""
-    from agentworld.io import join
-    from agentworld.io.storage import copy_local_dir_to
 
     train = job.recipe.train
     if train.wandb_mode == "disabled":
@@ -57,7 +62,7 @@ def wandb_run(job: TrainJob, plan: DataPlan) -> Iterator[Any]:
 
 
 def _fit(job: TrainJob, plan: DataPlan, log, on_event):
-    from agentworld.io import join
+    # not at the top: it brings ray into this light module
     from agentworld.train.placement import (
         ForwardReports,
         build_trainer,
@@ -67,8 +72,6 @@ def _fit(job: TrainJob, plan: DataPlan, log, on_event):
         read_packed,
         storage_env,
     )
-    from agentworld.train.progress import Progress
-    from agentworld.train.worker import WorkerSpec, train_loop_per_worker
 
     spec = WorkerSpec(
         stage=job.stage,
@@ -104,8 +107,7 @@ def run(
 ) -> dict[str, Any]:
     """Run (or resume, or skip) the stage; returns its manifest. Needs a Ray cluster
     (``ray.init()`` first). ``on_event`` sees every report and failure as it arrives."""
-    from agentworld.io import is_complete, join, read_manifest, write_manifest
-    from agentworld.train.job import plan as make_plan
+    # not at the top: it brings ray into this light module
     from agentworld.train.placement import check_resources
 
     if is_complete(job.out):
@@ -159,12 +161,10 @@ def summary(manifest: dict[str, Any]) -> str:
 def job_parser(doc: str | None, *, init_help: str):
     """The command line of jobs/cpt.py and jobs/sft.py: the shared ``--recipe`` /
     ``--set``, and where the data, the run and the starting checkpoint are."""
-    from agentworld.cli import job_parser, url
-
-    p = job_parser(doc)
-    p.add_argument("--data", type=url, help="the prepare stage's output (tokenizer/, packed/)")
-    p.add_argument("--out", type=url, required=True, help="run directory (path or fsspec URL)")
-    p.add_argument("--init", type=url, help=init_help)
+    p = cli.job_parser(doc)
+    p.add_argument("--data", type=cli.url, help="the prepare stage's output (tokenizer/, packed/)")
+    p.add_argument("--out", type=cli.url, required=True, help="run directory (path or fsspec URL)")
+    p.add_argument("--init", type=cli.url, help=init_help)
     return p
 
 
@@ -172,7 +172,6 @@ def run_locally(stage: str, args, recipe: Recipe) -> int:
     """What jobs/cpt.py and jobs/sft.py do once parsed: build the job (a bad value or a
     missing input fails here, before Ray starts), run it on the cluster of RAY_ADDRESS
     (``ray job submit``) or on a local one sized for its workers, print the summary."""
-    from agentworld.cluster import local_ray
 
     job = TrainJob(stage=stage, data=args.data or "", out=args.out, recipe=recipe, init=args.init)
     with local_ray(num_cpus=local_cpus(job.recipe.cluster)):

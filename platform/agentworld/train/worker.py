@@ -11,7 +11,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agentworld.train.batch import PackedBatch, collate
-from agentworld.train.engine import ModelSource
+from agentworld.train.checkpoint import restore, save_and_report
+from agentworld.train.engine import ModelSource, build_engine, build_model, expert_placement
+from agentworld.train.export import export_hf
+from agentworld.train.loss import forward_losses
 
 if TYPE_CHECKING:  # recipes compose every stage's config: for annotations only
     from agentworld.recipes.config import Recipe
@@ -88,8 +91,6 @@ def micro_batches(shard, spec: WorkerSpec, *, skip: int) -> Iterator[PackedBatch
 
 
 def _losses(engine, batch: PackedBatch, recipe: Recipe):
-    from agentworld.train.loss import forward_losses
-
     config = engine.module.config
     return forward_losses(
         engine,
@@ -157,9 +158,7 @@ def evaluate(engine, batches: list[Any], recipe: Recipe, rank: int, world: int) 
 def train_loop_per_worker(config: dict[str, Any]) -> None:
     import torch
 
-    from agentworld.train.checkpoint import restore, save_and_report
-    from agentworld.train.engine import build_engine, build_model, expert_placement
-    from agentworld.train.export import export_hf
+    # not at the top: it brings ray into this light module
     from agentworld.train.placement import report, worker_inputs, worker_rank
 
     spec: WorkerSpec = config["spec"]

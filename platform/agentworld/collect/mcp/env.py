@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
 import sys
 import time
 from contextlib import asynccontextmanager
 from typing import Any
+
+from anyio.from_thread import start_blocking_portal
 
 from agentworld.collect.env import Action, Environment, Task, Workspace, parse_tool_call
 from agentworld.collect.sandbox import (
@@ -45,8 +49,6 @@ class McpServer:
     an anyio blocking portal (the client is async; the recorders are not)."""
 
     def __init__(self, name: str, home: str, *, timeout_s: float, max_file_bytes: int) -> None:
-        from anyio.from_thread import start_blocking_portal
-
         self.name, self.home, self.timeout_s = name, home, timeout_s
         spec = SandboxSpec(
             work_dir=home, max_file_bytes=max_file_bytes, read_paths=python_read_paths()
@@ -173,8 +175,6 @@ def _prepare_repo(home: str, repo: dict[str, Any] | None) -> None:
     stateless between calls, so replacing the directory resets the environment)."""
     if repo is None:
         return
-    import shutil
-    import subprocess
 
     path = os.path.join(home, repo["name"])
     shutil.rmtree(path, ignore_errors=True)

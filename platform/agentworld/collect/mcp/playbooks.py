@@ -5,6 +5,7 @@ missing or mistyped arguments, branches that do not exist)."""
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Callable
 
 from agentworld.collect.env import Action, Script, Task
@@ -134,7 +135,6 @@ def git_inspect(rng: random.Random) -> Task:
 
 def _first_hash(log_text: str) -> str:
     """The first commit hash in a git_log observation (HEAD when there is none)."""
-    import re
 
     m = re.search(r"\b[0-9a-f]{40}\b", log_text)
     return m.group(0) if m else "HEAD"

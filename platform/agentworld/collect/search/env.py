@@ -10,12 +10,20 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import json
+import os
+import random
+import subprocess
 import sys
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
+import bm25s
+
+import agentworld
 from agentworld.collect.env import Action, Environment, Task, parse_tool_call
+from agentworld.collect.variety import Variety
 from agentworld.schema import Turn
 
 CORPUS_MODULES = (
@@ -55,11 +63,6 @@ def load_corpus() -> tuple[Doc, ...]:
     fixed order. Built in a fresh interpreter: what a module exposes depends on which of
     its parts this process has already imported, and two workers that imported different
     things would otherwise index different corpora (and answer the same seed differently)."""
-    import json
-    import os
-    import subprocess
-
-    import agentworld
 
     code = "import json, agentworld.collect.search.env as s; print(json.dumps(s.build_corpus()))"
     package_root = os.path.dirname(os.path.dirname(os.path.abspath(agentworld.__file__)))
@@ -75,7 +78,6 @@ def load_corpus() -> tuple[Doc, ...]:
 
 def build_corpus() -> list[dict[str, str]]:
     """The corpus as built by this process (see load_corpus), as plain dicts."""
-    from dataclasses import asdict
 
     docs: list[Doc] = []
     for modname in CORPUS_MODULES:
@@ -114,8 +116,6 @@ class SearchIndex:
     """A bm25s index over the corpus (built once per process)."""
 
     def __init__(self, docs: tuple[Doc, ...]) -> None:
-        import bm25s
-
         self.docs = docs
         self.by_id = {d.id: d for d in docs}
         texts = [f"{d.id.replace('.', ' ')} {d.text}" for d in docs]
@@ -129,7 +129,6 @@ class SearchIndex:
     ) -> list[tuple[Doc, float]]:
         """The k best documents; with ``allowed``, among those documents only (an
         episode's subset of the corpus: one index serves every subset)."""
-        import bm25s
 
         tokens = bm25s.tokenize([query], stopwords="en", show_progress=False)
         if not tokens.vocab:
@@ -153,7 +152,6 @@ def module_of(doc_id: str) -> str:
 def corpus_subset(docs: tuple[Doc, ...], share: float, key: str, keep: str = "") -> frozenset[str]:
     """Ids of the documents of a ``share`` of the modules, drawn with ``key``; the
     module of document ``keep`` is always in."""
-    import random
 
     rng = random.Random(f"search-subset:{key}")
     n = max(1, round(share * len(CORPUS_MODULES)))
@@ -188,8 +186,6 @@ class SearchEnvironment(Environment):
     source = "collect/search"
 
     def reset(self, task: Task) -> str:
-        from agentworld.collect.variety import Variety
-
         self.index = get_index()
         v = Variety.of(task.state)
         self.allowed = None

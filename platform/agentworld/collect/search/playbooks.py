@@ -10,6 +10,7 @@ import re
 from collections.abc import Callable
 
 from agentworld.collect.env import Action, Script, Task
+from agentworld.collect.search.env import load_corpus
 from agentworld.schema import Turn
 
 _STOP = set(
@@ -39,8 +40,6 @@ def _result_ids(observation: str) -> list[str]:
 
 
 def lookup(rng: random.Random) -> Task:
-    from agentworld.collect.search.env import load_corpus
-
     docs = [d for d in load_corpus() if d.kind != "module" and len(d.text) > 80]
     target = rng.choice(docs)
     words = _query_words(rng, target.id, target.text, rng.randint(2, 4))

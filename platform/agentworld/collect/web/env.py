@@ -19,7 +19,13 @@ from typing import Any
 
 from agentworld.collect.env import Action, Environment, Task, Workspace
 from agentworld.collect.sandbox import SANDBOX_HOME
-from agentworld.collect.web.actions import ACTIONS, DESCRIPTION, ActionError, parse_action
+from agentworld.collect.web.actions import (
+    ACTIONS,
+    DESCRIPTION,
+    ActionError,
+    parse_action,
+    render_action,
+)
 from agentworld.collect.web.session import (
     TCP_PORTS,
     VIEWPORT,
@@ -29,7 +35,7 @@ from agentworld.collect.web.session import (
     find_browser,
 )
 from agentworld.collect.web.sites import write_site
-from agentworld.schema import ToolCall, Turn
+from agentworld.schema import Outcome, ToolCall, Turn
 
 DATASETTE_URL, HELPDESK_URL = "http://127.0.0.1:8001", "http://127.0.0.1:8002"
 DATASETTE_SETTINGS = {
@@ -61,8 +67,6 @@ def format_page(page: dict[str, Any], error: str | None, cap: int) -> tuple[str,
 
 
 def web_action(name: str, **arguments: Any) -> Action:
-    from agentworld.collect.web.actions import render_action
-
     return Action(
         text=render_action(name, **arguments), tool_call=ToolCall(name=name, arguments=arguments)
     )
@@ -148,8 +152,6 @@ class WebEnvironment(Environment):
         )
 
     def outcome(self):
-        from agentworld.schema import Outcome
-
         expected = self.task.state.get("answer")
         if expected is None or self.answer is None:
             return None

@@ -11,6 +11,8 @@ import random
 import sqlite3
 from typing import Any
 
+from agentworld.collect.web.helpdesk import PRIORITIES, STATUSES
+
 FIRST = "Ada Ben Cleo Dara Emil Farah Gus Hana Ivo Jun Kai Lena Milo Nia Omar Pia Ravi Sana Tomas Uma Vik Wen Yara Zeno".split()
 LAST = "Abe Brandt Costa Diaz Eng Fox Gill Haas Ito Jansen Kahn Lund Moreau Novak Ortiz Park Quinn Rossi Sato Tran Ueda Varga Wolfe Young".split()
 CITIES = "Lisbon Oslo Quito Lagos Hanoi Perth Tunis Lima Riga Porto Accra Cusco".split()
@@ -193,8 +195,6 @@ THINGS = "laptop monitor headset badge keyboard phone".split()
 
 
 def helpdesk(rng: random.Random) -> dict[str, Any]:
-    from agentworld.collect.web.helpdesk import PRIORITIES, STATUSES
-
     cats = rng.sample(["hardware", "software", "network", "billing", "access"], rng.randint(3, 5))
     tickets = []
     for i in range(rng.randint(8, 18)):

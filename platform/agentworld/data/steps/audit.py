@@ -14,9 +14,11 @@ import pyarrow.compute as pc
 
 from agentworld.data.hashed_shards import write_sharded
 from agentworld.data.labels import only_state
+from agentworld.data.report import state_tables
 from agentworld.data.steps.base import Done, Step, StepContext, StepResult
 from agentworld.data.steps.count import CountResult
 from agentworld.data.steps.dedup import DedupResult
+from agentworld.io import join
 
 QUARANTINE_COLUMNS = [
     "uid",
@@ -66,8 +68,6 @@ class AuditResult(StepResult):
 
 
 def run(ctx: StepContext, done: Done) -> AuditResult:
-    from agentworld.data.report import state_tables
-
     shards = write_audit(
         ctx.labelled,
         ctx.job.out,
@@ -104,7 +104,6 @@ def write_audit(
     (state fields among them come from the labels).
     Each directory reads the columns it writes: the features (shingles, bands: most of
     an ingest row) and, outside contaminated/, the record are never read."""
-    from agentworld.io import join
 
     plans = [
         (

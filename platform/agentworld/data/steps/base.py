@@ -18,6 +18,7 @@ import pyarrow as pa
 from agentworld.data.job import PrepareJob, Progress, RunDir
 from agentworld.data.labels import STATE_FIELDS, Labels, label_block, only_state
 from agentworld.data.placement import broadcast, fetch, read_staging
+from agentworld.io import read_parquet
 
 
 class StepResult:
@@ -65,8 +66,6 @@ class StepContext:
         if columns is not None:
             columns = sorted({*columns, *LABEL_INPUTS} - {name for name, _ in STATE_FIELDS})
         if self._labels is None:
-            from agentworld.io import read_parquet
-
             url = self.run_dir.url("_work", "labels.parquet")
             self._labels = broadcast(Labels(read_parquet(url, **self.run_dir.storage_options)))
         ds = read_staging(

@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 
 from agentworld.data.config import DataConfig
+from agentworld.data.report import STATE_KEYS, conserved, grouped_counts, state_tables
 from agentworld.data.steps.base import Done, Step, StepContext, StepResult
 from agentworld.data.steps.ingest import IngestResult
 
@@ -24,8 +25,6 @@ class CountResult(StepResult):
 
 
 def run(ctx: StepContext, done: Done) -> CountResult:
-    from agentworld.data.report import STATE_KEYS, conserved, grouped_counts, state_tables
-
     read = done[IngestResult].rows
     # Only the columns counted: a block's records and raw lines are most of its bytes.
     rows = grouped_counts(ctx.labelled(STATE_KEYS), STATE_KEYS)

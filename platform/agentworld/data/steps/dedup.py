@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 
 from agentworld.data.placement import dataset_from_refs, run_tasks, staging_files
 from agentworld.data.steps.base import Done, Step, StepContext, StepResult
+from agentworld.io import read_parquet, write_parquet
 
 
 @dataclass(frozen=True)
@@ -32,8 +33,8 @@ class DedupResult(StepResult):
 
 
 def run(ctx: StepContext, done: Done) -> DedupResult:
+    # not at the top: it brings numba into this light module
     from agentworld.data.dedup import find_duplicates
-    from agentworld.io import write_parquet
 
     cfg, run_dir = ctx.job.data, ctx.run_dir
     labels, stats = find_duplicates(
@@ -72,8 +73,6 @@ def clean_records_of(ingest_url: str, storage_options: dict[str, Any], *, worker
 
 
 def _clean_file(url: str, *, storage_options: dict[str, Any]) -> pa.Table:
-    from agentworld.io import read_parquet
-
     columns = ["status", "contaminated", *DEDUP_COLUMNS]
     return clean_records(read_parquet(url, columns=columns, **storage_options))
 

@@ -24,6 +24,9 @@ from agentworld.data.placement import (
     storage_options_for,
 )
 from agentworld.data.steps.base import Done, Step, StepContext, StepResult
+from agentworld.data.text import hash64
+from agentworld.io import join, write_parquet_chunks
+from agentworld.schema import Trajectory
 
 
 @dataclass(frozen=True)
@@ -90,7 +93,6 @@ def feature_spec(cfg: DataConfig) -> FeatureSpec:
 
 def read_eval_sets(urls: list[str], cfg: DataConfig, storage_options: dict[str, Any]) -> EvalIndex:
     """The n-gram index of the evaluation sets (read on the driver: they are small)."""
-    from agentworld.schema import Trajectory
 
     spec = reader_spec(cfg, storage_options)
     trajs = []
@@ -156,8 +158,6 @@ def ingest_range(
     STAGING_FILE_BYTES and each gathering written as one file (a row group per block),
     named by the range and its position in it, so that a retried task rewrites its own
     files and adds none."""
-    from agentworld.data.text import hash64
-    from agentworld.io import join, write_parquet_chunks
 
     index, rows, files = fetch(index_holder), 0, 0
     pending: list = []

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from agentworld.data.packed_shards import pack_samples
 from agentworld.data.placement import read_staging
 from agentworld.data.steps.base import Done, Step, StepContext, StepResult
 from agentworld.data.steps.tokenize import TokenizeResult
@@ -20,8 +21,6 @@ class PackResult(StepResult):
 
 
 def run(ctx: StepContext, done: Done) -> PackResult:
-    from agentworld.data.packed_shards import pack_samples
-
     cfg, run_dir = ctx.job.data, ctx.run_dir
     counts: dict[tuple[str, str], int] = {}
     for r in done[TokenizeResult].rows:

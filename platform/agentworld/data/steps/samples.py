@@ -9,7 +9,9 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from agentworld.data.hashed_shards import write_sharded
 from agentworld.data.placement import read_staging
+from agentworld.data.samples import SFT_SAMPLE_COLUMNS
 from agentworld.data.steps.base import Done, Step, StepContext, StepResult
 from agentworld.data.steps.tokenize import TokenizeResult
 
@@ -21,9 +23,6 @@ class SamplesResult(StepResult):
 
 
 def run(ctx: StepContext, done: Done) -> SamplesResult:
-    from agentworld.data.hashed_shards import write_sharded
-    from agentworld.data.samples import SFT_SAMPLE_COLUMNS
-
     run_dir = ctx.run_dir
     n = sum(
         r["n"] for r in done[TokenizeResult].rows if r["kind"] == "sft" and r["drop_reason"] is None

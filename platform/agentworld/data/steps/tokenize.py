@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentworld.data.placement import read_staging, write_staging
+from agentworld.data.report import TOKEN_KEYS, TOKEN_SUMS, grouped_counts, sft_drop_rates
+from agentworld.data.samples import tokenize_block
 from agentworld.data.steps.base import Done, Step, StepContext, StepResult
 from agentworld.data.steps.count import CountResult
 
@@ -21,9 +23,6 @@ class TokenizeResult(StepResult):
 
 
 def run(ctx: StepContext, done: Done) -> TokenizeResult:
-    from agentworld.data.report import TOKEN_KEYS, TOKEN_SUMS, grouped_counts
-    from agentworld.data.samples import tokenize_block
-
     job, run_dir = ctx.job, ctx.run_dir
     run_dir.clear("_work", "samples")
     samples = ctx.kept(["uid", "record", "split_hash"]).map_batches(
@@ -72,7 +71,6 @@ def check_drop_rates(
 ) -> None:
     """Raise DomainDropError naming every domain (of at least min_samples SFT samples)
     whose dropped share exceeds max_share."""
-    from agentworld.data.report import sft_drop_rates
 
     bad = {
         d: e

@@ -12,6 +12,9 @@ import pyarrow as pa
 
 from agentworld.data.steps.base import Done, Step, StepContext, StepResult
 from agentworld.data.steps.count import CountResult
+from agentworld.data.text import unit_hash
+from agentworld.data.vocab import pretrained_tokenizer, save_tokenizer, train_on_texts
+from agentworld.schema.compact import compact_environment
 
 
 @dataclass(frozen=True)
@@ -23,8 +26,6 @@ class TokenizerResult(StepResult):
 
 
 def run(ctx: StepContext, done: Done) -> TokenizerResult:
-    from agentworld.data.vocab import pretrained_tokenizer, save_tokenizer, train_on_texts
-
     model, run_dir = ctx.job.recipe.model, ctx.run_dir
     if model.pretrained:
         tokenizer = pretrained_tokenizer(model.pretrained)
@@ -47,8 +48,6 @@ STEP = Step("tokenizer", TokenizerResult, run)
 
 
 def _texts(block: pa.Table) -> pa.Table:
-    from agentworld.schema.compact import compact_environment
-
     out = []
     for record in block.column("record").to_pylist():
         r = json.loads(record)
@@ -58,8 +57,6 @@ def _texts(block: pa.Table) -> pa.Table:
 
 
 def training_sample(block: pa.Table, *, thresholds: dict[str, float], fraction: float) -> pa.Table:
-    from agentworld.data.text import unit_hash
-
     cut = np.array([thresholds.get(d, 0.0) for d in block.column("domain").to_pylist()])
     train = block.column("split_hash").to_numpy(zero_copy_only=False) >= cut
     picked = np.array(

@@ -14,6 +14,7 @@ import os
 from typing import Any
 
 from agentworld.sim.config import ServeConfig
+from agentworld.sim.store import SessionStore
 
 _REMOTE = ("s3://", "gs://", "abfss://", "azure://")
 _LATENCY_BOUNDARIES = [0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0]
@@ -75,8 +76,6 @@ def session_store(cfg: ServeConfig):
     finds its sessions again); Ray restarts it if it dies, and with ``storage_url`` it
     reloads the sessions it had written."""
     import ray
-
-    from agentworld.sim.store import SessionStore
 
     actor = ray.remote(SessionStore).options(
         name=cfg.store_name,

@@ -11,7 +11,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from agentworld.sim import protocol
 from agentworld.sim.config import ServeConfig
+from agentworld.sim.errors import SimError
+from agentworld.sim.guard import Guard
+from agentworld.sim.placement import llm_config
 
 INGRESS_NAME = "SimIngress"
 
@@ -19,7 +23,6 @@ INGRESS_NAME = "SimIngress"
 def _body(model: str) -> dict[str, Any]:
     """The route's request body in its OpenAPI schema: the simulator reads raw bodies
     (to name the bad field itself), so FastAPI would otherwise publish none."""
-    from agentworld.sim import protocol
 
     schema = _inline(getattr(protocol, model).model_json_schema())
     content = {"application/json": {"schema": schema}}
@@ -71,8 +74,10 @@ def build_sim_app(cfg: ServeConfig, *, base_dir: str | None = None):
     from ray.serve.llm import build_llm_deployment
     from ray.serve.llm.ingress import make_fastapi_ingress
 
-    from agentworld.sim.placement import llm_config
+    # not at the top: it brings fastapi, ray, starlette into this light module
     from agentworld.sim.placement.ingress import SimIngress
+
+    # not at the top: it brings ray into this light module
     from agentworld.sim.placement.ray_llm_adapter import model_card
 
     llm = llm_config(cfg, base_dir=base_dir or os.getcwd())
@@ -126,8 +131,7 @@ def _fastapi_app(cfg: ServeConfig):
     # OpenAI routes), with the simulator's error bodies and the Guard in front.
     from starlette.exceptions import HTTPException
 
-    from agentworld.sim.errors import SimError
-    from agentworld.sim.guard import Guard
+    # not at the top: it brings ray into this light module
     from agentworld.sim.placement.ray_llm_adapter import openai_fastapi_app
 
     app = openai_fastapi_app()
@@ -149,7 +153,5 @@ async def _error_response(request, error):
 
 
 async def _http_error_response(request, error):
-    from agentworld.sim.errors import SimError
-
     code = {404: "not_found", 405: "method_not_allowed"}.get(error.status_code, "bad_request")
     return await _error_response(request, SimError(error.status_code, code, str(error.detail)))
