@@ -4,7 +4,12 @@ One row per goal a result records (a result without goals gets one row saying so
 the size it ran at, when, and the cores and load it was measured under; then a line with
 this machine's cores and load now. ``make bench`` and ``make bench-quick`` run it last.
 
-Run:  python bench/summary.py [--results bench/results]   (prints the table too)
+Only the results of the benchmarks are summarized: ``bench/bench_<name>.py`` writes
+``<name>.json``. Any other JSON file in the folder (a one-off experiment, a run saved
+under another name) is left out and named on stderr; experiments are written up in
+docs/experiments.md, not beside the goals.
+
+Run:  python bench/summary.py [--results bench/results] [--benches bench]   (prints the table too)
 """
 
 from __future__ import annotations
@@ -17,6 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from _results import RESULTS, machine
+
+BENCHES = Path(__file__).resolve().parent
+"""The folder of the ``bench_<name>.py`` benchmarks whose results are summarized."""
 
 COLUMNS = (
     "bench",
@@ -52,11 +60,20 @@ class Row:
         return astuple(self)  # the field order is COLUMNS' order
 
 
-def load_results(directory: Path) -> dict[str, dict[str, Any]]:
-    """Every ``<name>.json`` under ``directory``, by name; a file that is not a result
+def benchmark_names(folder: Path) -> set[str]:
+    """The result names of the benchmarks in ``folder``: ``bench_<name>.py`` -> ``name``."""
+    return {p.stem.removeprefix("bench_") for p in folder.glob("bench_*.py")}
+
+
+def load_results(directory: Path, names: set[str]) -> dict[str, dict[str, Any]]:
+    """Every ``<name>.json`` under ``directory`` whose name is in ``names``, by name
+    (any other file is named on stderr and left out); a file that is not a result
     object is an error naming it."""
     results = {}
     for path in sorted(directory.glob("*.json")):
+        if path.stem not in names:
+            print(f"summary: left out {path.name}: no bench_{path.stem}.py", file=sys.stderr)
+            continue
         try:
             body = json.loads(path.read_text())
         except json.JSONDecodeError as e:
@@ -143,10 +160,11 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("--results", type=Path, default=RESULTS, help="folder of <name>.json")
+    p.add_argument("--benches", type=Path, default=BENCHES, help="folder of bench_<name>.py")
     args = p.parse_args(argv)
     if not args.results.is_dir():
         p.error(f"--results {args.results}: no such folder")
-    text = summary(load_results(args.results), machine())
+    text = summary(load_results(args.results, benchmark_names(args.benches)), machine())
     (args.results / "SUMMARY.md").write_text(text)
     print(text, end="")
     return 0

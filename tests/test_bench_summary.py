@@ -19,6 +19,15 @@ def write(directory: Path, name: str, body: dict) -> None:
     (directory / f"{name}.json").write_text(json.dumps(body))
 
 
+def bench_folder(tmp_path: Path, *names: str) -> Path:
+    """A folder holding an empty ``bench_<name>.py`` per name: the benchmarks summarized."""
+    folder = tmp_path / "benches"
+    folder.mkdir(exist_ok=True)
+    for name in names:
+        (folder / f"bench_{name}.py").write_text("")
+    return folder
+
+
 def table_rows(text: str) -> list[list[str]]:
     """The body rows of the Markdown table, as cells."""
     lines = [line for line in text.splitlines() if line.startswith("| ")]
@@ -84,13 +93,30 @@ def test_summary_table_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert "Summarized on a machine with" in text and "cores, load" in text
 
 
+def test_summary_lists_only_the_results_of_benchmarks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A JSON file no ``bench_<name>.py`` writes (a one-off experiment) is no row of the
+    table, even with goals of its own, and is named on stderr."""
+    serves = "many sessions at once"
+    write(tmp_path, "serve", {"goals": [goal("speedup", 6.0, ">=", 5.0, serves)]})
+    write(tmp_path, "probe", {"goals": [goal("search_gap", 0.7, ">=", 1.0, "a probe")]})
+    argv = ["--results", str(tmp_path), "--benches", str(bench_folder(tmp_path, "serve"))]
+    assert summary.main(argv) == 0
+    text = (tmp_path / "SUMMARY.md").read_text()
+    assert [row[:2] for row in table_rows(text)] == [["serve", "speedup"]]
+    assert "1 of 1 goals met, 1 results." in text
+    assert "left out probe.json: no bench_probe.py" in capsys.readouterr().err
+
+
 def test_summary_names_a_bad_result_file(tmp_path: Path) -> None:
+    argv = ["--results", str(tmp_path), "--benches", str(bench_folder(tmp_path, "broken"))]
     (tmp_path / "broken.json").write_text('{"goals": [')
     with pytest.raises(ValueError, match="broken.json: not JSON"):
-        summary.main(["--results", str(tmp_path)])
+        summary.main(argv)
     (tmp_path / "broken.json").write_text(json.dumps({"goals": [{"name": "r", "value": 1.0}]}))
     with pytest.raises(ValueError, match="broken.json: goal 0 lacks op, target, met, serves"):
-        summary.main(["--results", str(tmp_path)])
+        summary.main(argv)
 
 
 def test_quick_sizes_replace_defaults_not_explicit_flags() -> None:
