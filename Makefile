@@ -8,7 +8,7 @@ export WANDB_MODE ?= offline
 export TOKENIZERS_PARALLELISM ?= false
 export HF_HUB_OFFLINE ?= 1
 
-.PHONY: setup demo test test-fast bench bench-quick lint format k8s-validate serve clean
+.PHONY: setup demo test test-fast bench bench-quick lint format docs k8s-validate serve clean
 
 setup: $(STAMP)
 
@@ -59,10 +59,15 @@ format: $(STAMP)
 	$(VENV)/bin/ruff check --fix platform jobs tests bench serve
 	$(VENV)/bin/ruff format platform jobs tests bench serve
 
+# The docs site (mkdocs.yml, docs/) into site/; --strict fails on a broken link, a page
+# missing from the nav or a nav entry without its page. CI runs it after lint.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
+
 # Every KubeRay manifest under k8s/, rendered through each overlay, against the CRDs in
 # ../shared/kuberay-crds (override: AGENTWORLD_KUBERAY_CRDS); also run by the tests.
 k8s-validate: $(STAMP)
 	$(PY) -m agentworld.deploy validate
 
 clean:
-	rm -rf runs bench/results/*.json
+	rm -rf runs site bench/results/*.json
