@@ -13,6 +13,12 @@ import argparse
 import sys
 from pathlib import Path
 
+import yaml
+
+from agentworld.deploy.kustomize import build
+from agentworld.deploy.rayconfig import sync_serve_configs
+from agentworld.deploy.validate import overlay_dirs, validate
+
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
@@ -33,20 +39,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.command == "render":
-        import yaml
-
-        from agentworld.deploy.kustomize import build
-
         docs = [r.doc for r in build(args.overlay).resources]
         sys.stdout.write(yaml.safe_dump_all(docs, sort_keys=False))
         return 0
     if args.command == "sync-serve":
-        from agentworld.deploy.rayconfig import sync_serve_configs
-
         for path in sync_serve_configs(args.root):
             print(f"[deploy] updated {path}")
         return 0
-    from agentworld.deploy.validate import overlay_dirs, validate
 
     problems = validate(args.root, crd_dir=args.crds)
     for p in problems:

@@ -1,6 +1,7 @@
 """Checks one KubeRay custom resource against its CRD schema (``ray.io/v1``) the way
 the API server admits it: YAML nulls pruned, schema defaults applied, then the OpenAPI v3
-schema (types, required fields, enums, patterns, int32/int64 ranges, list-map keys).
+schema (types, required fields, enums, patterns, int32/int64 ranges, list-map keys), then
+ObjectMeta, which the CRD leaves to the server (``agentworld.deploy.objectmeta``).
 
 Unlike the API server, which silently drops fields its schema does not know, every
 unknown field is an error here: an object schema with ``properties`` and without
@@ -18,6 +19,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import jsonschema
+import yaml
+
+from agentworld.deploy.objectmeta import SCHEMA as OBJECT_META
+from agentworld.deploy.objectmeta import check_object_meta
 from agentworld.deploy.problems import FieldPath, Problem, format_path
 
 API_VERSION = "ray.io/v1"
@@ -25,21 +31,9 @@ CRD_FILES = {
     "RayCluster": "ray.io_rayclusters.yaml",
     "RayJob": "ray.io_rayjobs.yaml",
     "RayService": "ray.io_rayservices.yaml",
+    "RayCronJob": "ray.io_raycronjobs.yaml",
 }
 CRD_DIR_ENV = "AGENTWORLD_KUBERAY_CRDS"
-# The CRD only says `metadata: {type: object}`; the API server checks ObjectMeta itself.
-# These are the fields a manifest may set; the server fills in the rest.
-OBJECT_META: dict[str, Any] = {
-    "type": "object",
-    "required": ["name"],
-    "properties": {
-        "name": {"type": "string", "minLength": 1},
-        "namespace": {"type": "string"},
-        "labels": {"type": "object", "additionalProperties": {"type": "string"}},
-        "annotations": {"type": "object", "additionalProperties": {"type": "string"}},
-        "finalizers": {"type": "array", "items": {"type": "string"}},
-    },
-}
 _INT_RANGES = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
 
 
@@ -52,8 +46,8 @@ def default_crd_dir(repo_root: Path) -> Path:
 
 @functools.cache
 def load_schema(crd_dir: Path, kind: str) -> dict[str, Any]:
-    """The ``v1`` OpenAPI schema of ``kind`` with ObjectMeta filled in (cached)."""
-    import yaml
+    """The ``v1`` OpenAPI schema of ``kind`` with the ObjectMeta fields a manifest may
+    set filled in (cached)."""
 
     path = crd_dir / CRD_FILES[kind]
     if not path.is_file():
@@ -82,6 +76,9 @@ def check_resource(doc: dict[str, Any], crd_dir: Path) -> list[Problem]:
     problems: list[Problem] = []
     normalize(doc, schema, (), problems)
     problems.extend(schema_problems(doc, schema))
+    if not any(p.field.startswith("metadata") for p in problems):
+        # The CRD leaves metadata to the API server, which checks it after the schema.
+        problems.extend(check_object_meta(doc.get("metadata") or {}))
     return _unique(problems)
 
 
@@ -141,7 +138,6 @@ def _list_type_problems(items: list, schema: dict[str, Any], path: FieldPath) ->
 
 def schema_problems(doc: dict[str, Any], schema: dict[str, Any]) -> list[Problem]:
     """The OpenAPI v3 schema's verdict, one Problem per error, each naming its field."""
-    import jsonschema
 
     checker = jsonschema.FormatChecker(formats=())
     for fmt, (lo, hi) in _INT_RANGES.items():

@@ -2,7 +2,15 @@
 ``python jobs/<stage>.py ... --recipe NAME ...``, naming a job file that exists and a
 recipe in ``agentworld.recipes.RECIPES``; when the job defines ``parse_args(argv)``, its
 own parser must accept the arguments, and its ``--set`` overrides must make a valid
-recipe."""
+recipe.
+
+With ``submissionMode: HTTPMode`` the operator hands the entrypoint to Ray, whose job
+supervisor runs it with ``/bin/sh -c`` on the head: it may then be several jobs joined
+by ``&&``, with variables set on the line (``agentworld.deploy.shell``), each job checked
+as above. In the other modes KubeRay pastes the entrypoint into the submitter's own
+``bash -c "ray job submit ... -- <entrypoint>"``: an ``&&`` there would run the rest of
+the line in the submitter pod, and ``$...`` would expand there, so one plain command only.
+"""
 
 from __future__ import annotations
 
@@ -15,9 +23,14 @@ import shlex
 from pathlib import Path
 from types import ModuleType
 
+from agentworld.config import ConfigError
 from agentworld.deploy.problems import Problem
+from agentworld.deploy.shell import ShellError, expand, split_line
+from agentworld.recipes import RECIPES, load
 
 FIELD = "spec.entrypoint"
+SHELL_MODES = ("HTTPMode",)
+"""Submission modes in which Ray's job supervisor is the first shell to read the line."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,18 +47,24 @@ class Entrypoint:
     make a valid one."""
 
 
-def parse_entrypoint(command: str) -> tuple[Entrypoint | None, list[Problem]]:
+def parse_entrypoint(command: str, field: str = FIELD) -> tuple[Entrypoint | None, list[Problem]]:
     try:
         argv = shlex.split(command)
     except ValueError as e:
-        return None, [Problem(FIELD, f"cannot be split like a shell command: {e}")]
+        return None, [Problem(field, f"cannot be split like a shell command: {e}")]
+    return parse_argv(argv, field)
+
+
+def parse_argv(argv: list[str], field: str = FIELD) -> tuple[Entrypoint | None, list[Problem]]:
     if (
         len(argv) < 2
         or argv[0] not in ("python", "python3")
         or not argv[1].startswith("jobs/")
         or not argv[1].endswith(".py")
     ):
-        return None, [Problem(FIELD, f"must be `python jobs/<stage>.py ...`, got {command!r}")]
+        return None, [
+            Problem(field, f"must be `python jobs/<stage>.py ...`, got {shlex.join(argv)!r}")
+        ]
     stage = argv[1].removeprefix("jobs/").removesuffix(".py")
     return Entrypoint(stage, _flag(argv[2:], "--recipe"), tuple(argv[2:])), []
 
@@ -59,45 +78,85 @@ def _flag(args: list[str], name: str) -> str | None:
     return None
 
 
-def check_entrypoint(command: str, repo_root: Path) -> tuple[Entrypoint | None, list[Problem]]:
-    """The parsed entrypoint (None when unusable) and its problems. A job whose parser
-    has a ``--recipe`` option (or that has no ``parse_args``) must be given one that
-    exists in ``agentworld.recipes.RECIPES``."""
-    from agentworld.recipes import RECIPES
-
-    entry, problems = parse_entrypoint(command)
+def check_entrypoint(
+    command: str, repo_root: Path, field: str = FIELD
+) -> tuple[Entrypoint | None, list[Problem]]:
+    """The parsed entrypoint (one command; None when unusable) and its problems."""
+    entry, problems = parse_entrypoint(command, field)
     if entry is None:
         return None, problems
+    return check_job(entry, repo_root, field)
+
+
+def check_entrypoint_line(
+    command: str, repo_root: Path, *, mode: str, field: str = FIELD
+) -> tuple[list[Entrypoint], list[Problem]]:
+    """The jobs an entrypoint runs, in order, and their problems, for a RayJob whose
+    ``submissionMode`` is ``mode``."""
+    try:
+        commands = split_line(command)
+        argvs = expand(commands)
+    except ShellError as e:
+        return [], [Problem(field, f"cannot be read as the shell will: {e}")]
+    if mode not in SHELL_MODES and (
+        len(commands) > 1 or any(w.expands for words in commands for w in words)
+    ):
+        return [], [
+            Problem(
+                field,
+                f"with submissionMode {mode} the submitter's bash reads the line first, so "
+                "'&&' would run the rest in the submitter pod and '$' would expand there; "
+                "set submissionMode: HTTPMode to run a line of jobs",
+            )
+        ]
+    entries, problems = [], []
+    for argv in argvs:
+        entry, found = parse_argv(argv, field)
+        if entry is not None:
+            entry, more = check_job(entry, repo_root, field)
+            found += more
+        if entry is not None:
+            entries.append(entry)
+        problems += found
+    return entries, problems
+
+
+def check_job(
+    entry: Entrypoint, repo_root: Path, field: str
+) -> tuple[Entrypoint | None, list[Problem]]:
+    """Check one job command with the job's own parser and the recipes. A job whose
+    parser has a ``--recipe`` option (or that has no ``parse_args``) must be given one
+    that exists in ``agentworld.recipes.RECIPES``."""
     job = repo_root / "jobs" / f"{entry.stage}.py"
     if not job.is_file():
-        return None, [Problem(FIELD, f"jobs/{entry.stage}.py does not exist")]
+        return None, [Problem(field, f"jobs/{entry.stage}.py does not exist")]
+    problems = []
     parsed, rejected = _parse_with_job(job, entry.args)
     if rejected:
-        problems.append(Problem(FIELD, f"jobs/{entry.stage}.py rejects its arguments: {rejected}"))
+        problems.append(Problem(field, f"jobs/{entry.stage}.py rejects its arguments: {rejected}"))
     takes_recipe = parsed is None or hasattr(parsed, "recipe")
     if takes_recipe and entry.recipe is None:
-        problems.append(Problem(FIELD, "names no recipe (--recipe NAME)"))
+        problems.append(Problem(field, "names no recipe (--recipe NAME)"))
     elif entry.recipe is not None and entry.recipe not in RECIPES:
         problems.append(
             Problem(
-                FIELD,
+                field,
                 f"recipe {entry.recipe!r} does not exist (known: {', '.join(sorted(RECIPES))})",
             )
         )
     config = None
     if not problems and (overrides := getattr(parsed, "set", None)):
-        config, problems = _load_overrides(entry, overrides)
+        config, problems = _load_overrides(entry, overrides, field)
     return dataclasses.replace(entry, parsed=parsed, config=config), problems
 
 
-def _load_overrides(entry: Entrypoint, overrides: list[str]) -> tuple[object | None, list[Problem]]:
-    from agentworld.config import ConfigError
-    from agentworld.recipes import load
-
+def _load_overrides(
+    entry: Entrypoint, overrides: list[str], field: str
+) -> tuple[object | None, list[Problem]]:
     try:
         return load(entry.recipe or "debug_cpu", overrides), []
     except ConfigError as e:
-        return None, [Problem(FIELD, f"jobs/{entry.stage}.py rejects its configuration: {e}")]
+        return None, [Problem(field, f"jobs/{entry.stage}.py rejects its configuration: {e}")]
 
 
 def _parse_with_job(job: Path, args: tuple[str, ...]) -> tuple[object | None, str | None]:

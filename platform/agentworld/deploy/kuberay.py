@@ -14,14 +14,21 @@ from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
+from agentworld.deploy.objectmeta import effective_name
 from agentworld.deploy.problems import FieldPath, Problem, format_path
 from agentworld.deploy.quantity import QuantityError, is_whole, parse_quantity
 
-# KubeRay appends suffixes ("-serve-svc", a 6-character hash) to these names.
-MAX_NAME_LENGTH = {"RayCluster": 53, "RayJob": 47, "RayService": 47}
+# KubeRay appends suffixes ("-serve-svc", a 6-character hash) to these names, and a
+# RayCronJob's RayJobs are named "<cronjob>-<scheduled minute>" (up to 11 characters).
+MAX_NAME_LENGTH = {"RayCluster": 53, "RayJob": 47, "RayService": 47, "RayCronJob": 36}
 _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-_LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+# Where the RayCluster spec sits in each kind (None: the spec is one).
+_CLUSTER_SPEC = {
+    "RayCluster": None,
+    "RayJob": ("spec", "rayClusterSpec"),
+    "RayService": ("spec", "rayClusterConfig"),
+    "RayCronJob": ("spec", "jobTemplate", "rayClusterSpec"),
+}
 _NATIVE_RESOURCES = {"cpu", "memory", "ephemeral-storage", "storage"}
 GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
 _RAY_RESOURCE_PARAMS = ("num-cpus", "num-gpus", "memory", "resources")
@@ -29,38 +36,30 @@ _RAY_RESOURCE_PARAMS = ("num-cpus", "num-gpus", "memory", "resources")
 
 def cluster_specs(doc: dict[str, Any]) -> list[tuple[FieldPath, dict[str, Any]]]:
     """Where the RayCluster spec sits in each kind."""
-    spec = doc.get("spec", {})
-    key = {"RayCluster": None, "RayJob": "rayClusterSpec", "RayService": "rayClusterConfig"}[
-        doc["kind"]
-    ]
-    if key is None:
-        return [(("spec",), spec)]
-    return [(("spec", key), spec[key])] if key in spec else []
+    path = _CLUSTER_SPEC[doc["kind"]]
+    if path is None:
+        return [(("spec",), doc.get("spec", {}))]
+    node: Any = doc
+    for key in path:
+        node = node.get(key) if isinstance(node, dict) else None
+    return [(path, node)] if isinstance(node, dict) else []
 
 
 def check_metadata(doc: dict[str, Any]) -> list[Problem]:
-    meta, kind = doc["metadata"], doc["kind"]
+    """KubeRay's name rules, on the name or the one the server will make from
+    generateName (the API server's own ObjectMeta rules are ``objectmeta``'s)."""
+    kind = doc["kind"]
+    name, source = effective_name(doc["metadata"])
+    field = f"metadata.{source}"
+    limit = MAX_NAME_LENGTH[kind]
     problems = []
-    name = meta["name"]
-    if len(name) > MAX_NAME_LENGTH[kind]:
-        problems.append(
-            Problem("metadata.name", f"{kind} names are at most {MAX_NAME_LENGTH[kind]} characters")
-        )
+    if len(name) > limit:
+        made = "" if source == "name" else f" (the generated name {name!r} has {len(name)})"
+        problems.append(Problem(field, f"{kind} names are at most {limit} characters{made}"))
     if not _DNS1035.match(name):
-        problems.append(
-            Problem("metadata.name", f"{name!r} is not a DNS-1035 label (a-z, 0-9, '-')")
-        )
-    for key, value in (meta.get("labels") or {}).items():
-        problems.extend(_label_problems(("metadata", "labels", key), key, value))
+        shown = repr(name) if source == "name" else f"the generated name {name!r}"
+        problems.append(Problem(field, f"{shown} is not a DNS-1035 label (a-z, 0-9, '-')"))
     return problems
-
-
-def _label_problems(path: FieldPath, key: str, value: str) -> Iterator[Problem]:
-    prefix, _, name = key.rpartition("/")
-    if not _LABEL_NAME.match(name) or len(name) > 63 or len(prefix) > 253:
-        yield Problem(format_path(path), f"{key!r} is not a valid label key")
-    if len(value) > 63 or not _LABEL_VALUE.match(value):
-        yield Problem(format_path(path), f"{value!r} is not a valid label value")
 
 
 def check_cluster(spec: dict[str, Any], path: FieldPath, *, ray_version: str) -> list[Problem]:
@@ -288,12 +287,16 @@ def _autoscaler_problems(spec: dict[str, Any], path: FieldPath) -> list[Problem]
     return problems
 
 
-def check_rayjob(doc: dict[str, Any], raw_spec: dict[str, Any]) -> list[Problem]:
+def check_rayjob(spec: dict[str, Any], raw_spec: dict[str, Any], path: FieldPath) -> list[Problem]:
     """KubeRay's RayJob rules, and ours: the lifecycle fields are set explicitly
-    (``raw_spec`` is the spec as written, before schema defaults)."""
-    spec = doc["spec"]
+    (``raw_spec`` is the spec as written, before schema defaults). ``path`` is where the
+    spec sits: ``spec`` in a RayJob, ``spec.jobTemplate`` in a RayCronJob."""
+
+    def at(key: str) -> str:
+        return format_path((*path, key))
+
     problems = [
-        Problem(f"spec.{key}", "must be set explicitly in our RayJobs")
+        Problem(at(key), "must be set explicitly in our RayJobs")
         for key in (
             "entrypoint",
             "runtimeEnvYAML",
@@ -311,29 +314,29 @@ def check_rayjob(doc: dict[str, Any], raw_spec: dict[str, Any]) -> list[Problem]
     if spec.get("suspend") and not shutdown:
         problems.append(
             Problem(
-                "spec.suspend", "a RayJob with shutdownAfterJobFinishes false cannot be suspended"
+                at("suspend"), "a RayJob with shutdownAfterJobFinishes false cannot be suspended"
             )
         )
     if ttl < 0:
-        problems.append(Problem("spec.ttlSecondsAfterFinished", "must be >= 0"))
+        problems.append(Problem(at("ttlSecondsAfterFinished"), "must be >= 0"))
     elif ttl > 0 and not shutdown:
         problems.append(
-            Problem("spec.ttlSecondsAfterFinished", "needs shutdownAfterJobFinishes: true")
+            Problem(at("ttlSecondsAfterFinished"), "needs shutdownAfterJobFinishes: true")
         )
     selector = spec.get("clusterSelector")
     if not spec.get("rayClusterSpec") and not selector:
         problems.append(
-            Problem("spec.rayClusterSpec", "one of rayClusterSpec or clusterSelector must be set")
+            Problem(at("rayClusterSpec"), "one of rayClusterSpec or clusterSelector must be set")
         )
     if selector and spec.get("backoffLimit", 0) > 0:
         problems.append(
-            Problem("spec.backoffLimit", "retries are incompatible with clusterSelector")
+            Problem(at("backoffLimit"), "retries are incompatible with clusterSelector")
         )
     if spec.get("backoffLimit", 0) < 0:
-        problems.append(Problem("spec.backoffLimit", "must be >= 0"))
+        problems.append(Problem(at("backoffLimit"), "must be >= 0"))
     for key in ("activeDeadlineSeconds", "preRunningDeadlineSeconds"):
         if key in spec and spec[key] <= 0:
-            problems.append(Problem(f"spec.{key}", "must be > 0"))
+            problems.append(Problem(at(key), "must be > 0"))
     return problems
 
 

@@ -18,6 +18,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from agentworld.deploy.jsonpatch import PatchError, apply_patch
 
 KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
@@ -105,8 +107,6 @@ def _build(directory: Path, kind: str, stack: tuple[Path, ...]) -> Rendered:
 
 
 def _load(directory: Path, kind: str) -> tuple[Path, dict[str, Any]]:
-    import yaml
-
     file = find_kustomization(directory)
     if file is None:
         raise KustomizeError(f"{directory}: no kustomization.yaml")
@@ -140,8 +140,6 @@ def _resolve(directory: Path, entry: object, file: Path, field: str, *, allow_di
 
 
 def _add_resources(out: Rendered, path: Path, file: Path, stack: tuple[Path, ...]) -> None:
-    import yaml
-
     if path.is_dir():
         sub = _build(path, "Kustomization", stack)
         out.resources.extend(sub.resources)
@@ -156,7 +154,12 @@ def _add_resources(out: Rendered, path: Path, file: Path, stack: tuple[Path, ...
             or not doc.get("kind")
             or not (doc.get("metadata") or {}).get("name")
         ):
-            raise KustomizeError(f"{path}: document {i} needs kind and metadata.name")
+            # kustomize identifies objects by name and refuses generateName alone
+            # (kubernetes-sigs/kustomize#641): such a manifest is for `kubectl create -f`.
+            raise KustomizeError(
+                f"{path}: document {i} needs kind and metadata.name (kustomize does not "
+                "take generateName; create such a manifest with kubectl create -f)"
+            )
         out.resources.append(Resource(doc, path))
 
 
@@ -195,8 +198,6 @@ def _transform(out: Rendered, directory: Path, kust: dict[str, Any]) -> None:
 
 
 def _apply_patch_entry(out: Rendered, directory: Path, file: Path, i: int, entry: dict) -> None:
-    import yaml
-
     where = f"{file}: patches[{i}]"
     if set(entry) - {"path", "patch", "target"}:
         raise KustomizeError(f"{where}: only path, patch and target are supported")

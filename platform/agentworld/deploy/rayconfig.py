@@ -8,6 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import yaml
+from pydantic import ValidationError
+
 from agentworld.deploy.problems import Problem
 
 SERVE_SOURCE_ANNOTATION = "agentworld.dev/serve-config"
@@ -15,8 +18,6 @@ SERVE_SOURCE_ANNOTATION = "agentworld.dev/serve-config"
 
 
 def parse_yaml_mapping(text: str, field: str) -> tuple[dict[str, Any] | None, list[Problem]]:
-    import yaml
-
     try:
         value = yaml.safe_load(text)
     except yaml.YAMLError as e:
@@ -67,7 +68,6 @@ def check_serve_config(
     text: str, repo_root: Path, field: str = "spec.serveConfigV2"
 ) -> list[Problem]:
     """Validate with ``ray.serve.schema.ServeDeploySchema`` and import each application."""
-    from pydantic import ValidationError
     from ray.serve.schema import ServeDeploySchema
 
     config, problems = parse_yaml_mapping(text, field)
@@ -113,7 +113,6 @@ def _import_problem(import_path: str) -> str | None:
 
 def check_serve_source(doc: dict[str, Any], repo_root: Path) -> list[Problem]:
     """serveConfigV2 must equal the serve/ file its annotation names (parsed, not as text)."""
-    import yaml
 
     annotations = doc["metadata"].get("annotations") or {}
     source = annotations.get(SERVE_SOURCE_ANNOTATION)
@@ -141,7 +140,6 @@ def sync_serve_configs(repo_root: Path) -> list[Path]:
     """Rewrite the ``serveConfigV2`` block of every RayService manifest under k8s/ from
     the serve/ file its annotation names; returns the files changed. The rest of each
     manifest (comments included) is kept as written."""
-    import yaml
 
     changed = []
     for path in sorted((repo_root / "k8s").rglob("*.yaml")):

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentworld.config import ConfigError
 from agentworld.deploy.kuberay import gpus_of
 from agentworld.deploy.problems import Problem
+from agentworld.sim.config import ServeConfig
 
 SIM_IMPORT_PATHS = (
     "agentworld.sim.placement.app:build_app",
@@ -16,9 +18,6 @@ SIM_IMPORT_PATHS = (
 
 
 def check_sim_args(args: dict[str, Any], cluster: dict[str, Any], field: str) -> list[Problem]:
-    from agentworld.config import ConfigError
-    from agentworld.sim.config import ServeConfig
-
     try:
         cfg = ServeConfig.from_dict(args)
     except ConfigError as e:

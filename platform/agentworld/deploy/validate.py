@@ -12,14 +12,18 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from agentworld.deploy import credentials, kuberay, rayconfig
 from agentworld.deploy.crd import check_resource, default_crd_dir
+from agentworld.deploy.cron import check_schedule
 from agentworld.deploy.dockerfile import check_dockerfile
-from agentworld.deploy.entrypoint import Entrypoint, check_entrypoint
+from agentworld.deploy.entrypoint import Entrypoint, check_entrypoint_line
 from agentworld.deploy.kustomize import KustomizeError, build
 from agentworld.deploy.needs import stage_needs
-from agentworld.deploy.problems import Problem
+from agentworld.deploy.problems import FieldPath, Problem, format_path
 from agentworld.deploy.simapp import SIM_IMPORT_PATHS, check_sim_args
+from agentworld.recipes import RECIPES
 
 STAGE_LABEL = "agentworld.dev/stage"
 DOCKERFILE = "k8s/Dockerfile"
@@ -50,7 +54,6 @@ def pinned_ray_version(root: Path) -> str:
 
 def overlay_dirs(root: Path) -> list[Path]:
     """Every folder under k8s/overlays with a kustomization (components excluded)."""
-    import yaml
 
     found = []
     for file in sorted((root / "k8s" / "overlays").rglob("kustomization.y*ml")):
@@ -112,54 +115,75 @@ def check_object(doc: dict[str, Any], ctx: Context) -> list[Problem]:
     for path, spec in kuberay.cluster_specs(doc):
         problems += kuberay.check_cluster(spec, path, ray_version=ctx.ray_version)
     if doc["kind"] == "RayJob":
-        problems += _check_job(doc, raw["spec"], ctx)
+        problems += _check_job(doc, raw["spec"], ("spec",), ctx)
+    elif doc["kind"] == "RayCronJob":
+        problems += check_schedule(doc["spec"], ("spec",))
+        problems += _check_job(doc, raw["spec"]["jobTemplate"], ("spec", "jobTemplate"), ctx)
     elif doc["kind"] == "RayService":
         problems += _check_service(doc, ctx)
     return problems
 
 
-def _check_job(doc: dict[str, Any], raw_spec: dict[str, Any], ctx: Context) -> list[Problem]:
-    spec = doc["spec"]
-    problems = kuberay.check_rayjob(doc, raw_spec)
-    env, found = rayconfig.check_runtime_env(spec.get("runtimeEnvYAML") or "{}")
+def _check_job(
+    doc: dict[str, Any], raw_spec: dict[str, Any], path: FieldPath, ctx: Context
+) -> list[Problem]:
+    """A RayJob's spec, or a RayCronJob's job template (``path`` says which)."""
+    spec = _at(doc, path)
+    problems = kuberay.check_rayjob(spec, raw_spec, path)
+    env_field = format_path((*path, "runtimeEnvYAML"))
+    env, found = rayconfig.check_runtime_env(spec.get("runtimeEnvYAML") or "{}", env_field)
     problems += found
     if env is not None:
-        problems += credentials.env_vars_problems(env.get("env_vars") or {}, "spec.runtimeEnvYAML")
+        problems += credentials.env_vars_problems(env.get("env_vars") or {}, env_field)
         if ctx.workdir and env.get("working_dir") != ctx.workdir:
             problems.append(
                 Problem(
-                    "spec.runtimeEnvYAML.working_dir",
+                    f"{env_field}.working_dir",
                     f"must be the image's WORKDIR {ctx.workdir!r}, got {env.get('working_dir')!r}",
                 )
             )
     if "entrypoint" not in spec:
         return problems
-    entry, found = check_entrypoint(spec["entrypoint"], ctx.root)
+    field = format_path((*path, "entrypoint"))
+    entries, found = check_entrypoint_line(
+        spec["entrypoint"], ctx.root, mode=spec["submissionMode"], field=field
+    )
     problems += found
-    if entry is not None:
-        problems += credentials.argument_problems(entry.args, "spec.entrypoint")
-        problems += _job_fit_problems(doc, entry)
+    for entry in entries:
+        problems += credentials.argument_problems(entry.args, field)
+    if entries and not found:
+        problems += _job_fit_problems(doc, spec, path, entries)
     return problems
 
 
-def _job_fit_problems(doc: dict[str, Any], entry: Entrypoint) -> list[Problem]:
-    """The stage label names the job, and the job's cluster holds what its recipe asks."""
-    from agentworld.recipes import RECIPES
+def _at(doc: dict[str, Any], path: FieldPath) -> Any:
+    for key in path:
+        doc = doc[key]
+    return doc
 
+
+def _job_fit_problems(
+    doc: dict[str, Any], spec: dict[str, Any], path: FieldPath, entries: list[Entrypoint]
+) -> list[Problem]:
+    """The stage label names the jobs (``collect-prepare-evaluate`` for a line of
+    three), and the job's cluster holds what each job's recipe asks."""
     problems = []
     label = (doc["metadata"].get("labels") or {}).get(STAGE_LABEL)
-    if label != entry.stage:
+    stages = "-".join(e.stage for e in entries)
+    if label != stages:
         problems.append(
             Problem(
                 f"metadata.labels[{STAGE_LABEL}]",
-                f"must be {entry.stage!r} (the job it runs), got {label!r}",
+                f"must be {stages!r} (the jobs it runs), got {label!r}",
             )
         )
-    spec = doc["spec"].get("rayClusterSpec")
-    if spec and entry.recipe in RECIPES:
+    cluster = spec.get("rayClusterSpec")
+    for entry in entries:
+        if not cluster or entry.recipe not in RECIPES:
+            continue
         needs = stage_needs(entry.stage, entry.config or RECIPES[entry.recipe](), entry.parsed)
         if needs is not None:
-            problems += kuberay.capacity_problems(spec, ("spec", "rayClusterSpec"), needs)
+            problems += kuberay.capacity_problems(cluster, (*path, "rayClusterSpec"), needs)
     return problems
 
 
