@@ -7,8 +7,30 @@ from dataclasses import dataclass
 from typing import Literal
 
 from agentworld.config import ConfigError, check_fraction, check_positive
+from agentworld.data.formats.registry import FORMAT_NAMES, SHARD_FORMATS
 
 Priority = Literal["more_turns", "success", "longer"]
+InputFormat = Literal[
+    "auto",
+    "record",
+    "awb",
+    "chat",
+    # agentworld.data.formats.registry, in its order
+    "swe_agent",
+    "openhands",
+    "toolbench",
+    "openai_chat",
+    "mcp_xml",
+    "intercode",
+    "asciicast",
+    "search_r1",
+    "react",
+    "browsergym",
+    "aitz",
+    "android_world",
+    "screenagent",
+    "opencua",
+]
 
 
 def _error(name: str, message: str) -> ConfigError:
@@ -19,9 +41,13 @@ def _error(name: str, message: str) -> ConfigError:
 class DataConfig:
     """Ingest, validation, dedup, decontamination, tokenization and packing."""
 
-    input_format: Literal["auto", "record", "awb", "chat"] = "auto"
-    """Shard format; ``auto`` detects it per line (``turns`` = record, ``messages`` =
-    chat with tool calls, ``prompt``/``response`` = AgentWorldBench row)."""
+    input_format: InputFormat = "auto"
+    """How inputs are read. ``auto`` detects per JSONL line (``turns`` = record,
+    ``messages`` = chat with tool calls, ``prompt``/``response`` = AgentWorldBench row,
+    ``instance_id``/``history`` = OpenHands) and per other file or folder (the first
+    adapter of agentworld.data.formats that claims it; a file none claims is
+    quarantined). ``record``, ``awb`` or ``chat`` read shards only, all in that format;
+    an adapter's name reads every file with that adapter."""
     custom_domains: tuple[str, ...] = ()
     """Domains registered (agentworld.schema.register_domain) in every worker before
     parsing, for records of domains beyond the seven built in."""
@@ -104,6 +130,11 @@ class DataConfig:
     """Seed of the MinHash permutations and of the order of packed rows."""
 
     def __post_init__(self) -> None:
+        known = ("auto", *SHARD_FORMATS, *FORMAT_NAMES)
+        if self.input_format not in known:
+            raise _error(
+                "input_format", f"unknown format {self.input_format!r}; use {', '.join(known)}"
+            )
         check_positive(
             "data",
             num_workers=self.num_workers,

@@ -1,4 +1,5 @@
-"""Streaming reads of record, AgentWorldBench and chat shards (JSONL, JSONL.gz, Parquet)
+"""Streaming reads of record, AgentWorldBench and chat shards (JSONL, JSONL.gz, Parquet),
+and of the files and folders other agent frameworks write (agentworld.data.formats),
 into Arrow blocks of ingest rows. Plain functions: the ingest step's tasks
 (agentworld.data.steps.ingest.ingest_range) call them.
 
@@ -6,12 +7,15 @@ A JSONL file larger than ``split_bytes`` is read as several byte ranges (a line 
 to the range holding its first byte), so one big file is read in parallel and no task
 ever holds more than one block of it. Every line becomes exactly one row: a record
 (``status = "ok"``) or a quarantined line with the error, the field and the reason.
-Consecutive AgentWorldBench rows of one trajectory become one record.
+Consecutive AgentWorldBench rows of one trajectory become one record. A file or folder
+of another format is one read task: each episode its adapter reads is a row, and each
+part it cannot read is a quarantined row naming the file and the position.
 """
 
 from __future__ import annotations
 
 import json
+import posixpath
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 from functools import cache
@@ -20,6 +24,10 @@ from typing import Any, Literal
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from agentworld.data.formats.base import Problem, Unit
+from agentworld.data.formats.listing import Listed, list_inputs, shard_kind
+from agentworld.data.formats.reading import read_unit
+from agentworld.data.formats.registry import SHARD_FORMATS, line_format, lookup
 from agentworld.data.text import hash64
 from agentworld.data.validate import build_filters, first_rejection
 from agentworld.io import get_fs, list_shards
@@ -54,7 +62,9 @@ class ReadRange:
     url: str
     start: int
     end: int
-    kind: Literal["jsonl", "parquet"]
+    kind: Literal["jsonl", "parquet", "unit"]
+    label: str = ""
+    """The file's path relative to its input: the ``file`` of an adapter's sources."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,21 +80,36 @@ class ReaderSpec:
 
 
 def plan_ranges(
-    urls: list[str], *, split_bytes: int, storage_options: dict[str, Any]
+    urls: list[str], *, split_bytes: int, storage_options: dict[str, Any], fmt: str = "auto"
 ) -> list[ReadRange]:
-    """Read ranges of every shard under ``urls``, in a stable order, each shard once."""
-    shards = sorted({s for url in urls for s in list_shards(url, **storage_options)})
+    """Read ranges of every shard under ``urls``, in a stable order, each shard once;
+    unless ``fmt`` is a shard format, also every other file and claimed folder, each one
+    range (agentworld.data.formats.listing)."""
+    if fmt in SHARD_FORMATS:
+        found = [
+            Listed(s, shard_kind(s), posixpath.basename(s))
+            for url in urls
+            for s in list_shards(url, **storage_options)
+        ]
+    else:
+        found = [x for url in urls for x in list_inputs(url, storage_options)]
+    listed = {x.url: x for x in reversed(found)}  # each once, its first label
     ranges: list[ReadRange] = []
-    for url in shards:
+    for url in sorted(listed):
+        x = listed[url]
+        if x.kind == "unit":
+            ranges.append(ReadRange(url, 0, 0, "unit", x.label))
+            continue
         fs, path = get_fs(url, **storage_options)
         size = int(fs.size(path) or 0)
-        if url.endswith(".parquet"):
-            ranges.append(ReadRange(url, 0, size, "parquet"))
+        if x.kind == "parquet":
+            ranges.append(ReadRange(url, 0, size, "parquet", x.label))
         elif url.endswith(".gz") or size <= split_bytes:
-            ranges.append(ReadRange(url, 0, size, "jsonl"))
+            ranges.append(ReadRange(url, 0, size, "jsonl", x.label))
         else:
             for start in range(0, size, split_bytes):
-                ranges.append(ReadRange(url, start, min(start + split_bytes, size), "jsonl"))
+                end = min(start + split_bytes, size)
+                ranges.append(ReadRange(url, start, end, "jsonl", x.label))
     return ranges
 
 
@@ -99,13 +124,24 @@ def detect_format(obj: Any) -> str:
             return "chat"
         if "prompt" in obj and "response" in obj:
             return "awb"
-    return "record"  # validation then names what is missing
+    return line_format(obj) or "record"  # validation then names what is missing
 
 
-def parse_obj(obj: Any, fmt: str) -> Trajectory:
-    """Adapt one parsed JSON object to a validated Trajectory (RecordError if bad)."""
-
-    return parse_object(obj, detect_format(obj) if fmt == "auto" else fmt)
+def parse_obj(obj: Any, fmt: str, *, label: str = "", line: int | None = None) -> Trajectory:
+    """Adapt one parsed JSON object to a validated Trajectory (RecordError if bad); a
+    line of an adapter's format (an OpenHands output record) is read by its adapter,
+    its source naming the file (``label``) and its errors the line."""
+    fmt = detect_format(obj) if fmt == "auto" else fmt
+    if fmt in SHARD_FORMATS:
+        return parse_object(obj, fmt)
+    position = f"line {line}" if line is not None else "line"
+    if not lookup(fmt).lines:
+        raise RecordError(f"{label}, {position}: data.input_format={fmt} reads no JSONL lines")
+    try:
+        return lookup(fmt).adapter().from_line(obj, f"{fmt}:{label}", position)
+    except RecordError as e:
+        where = f" field '{e.field}'" if e.field else ""
+        raise RecordError(f"{label}, {position}{where}: {e.reason}", field=e.field) from None
 
 
 @dataclass
@@ -116,13 +152,15 @@ class _Item:
     error: RecordError | None = None
     raw: bytes = b""
     obj: Any = None
+    error_name: str | None = None
+    """The kind of error, when it is not the error's class (an adapter's Problem)."""
 
 
-def _parse(offset: int, line: int | None, raw: bytes, fmt: str) -> _Item:
+def _parse(offset: int, line: int | None, raw: bytes, fmt: str, label: str = "") -> _Item:
     item = _Item(offset, line, raw=raw)
     try:
         item.obj = loads_json(raw)
-        item.traj = parse_obj(item.obj, fmt)
+        item.traj = parse_obj(item.obj, fmt, label=label, line=line)
     except RecordError as e:
         item.error = e
     except (TypeError, AttributeError, ValueError) as e:  # adapters meeting odd shapes
@@ -247,7 +285,8 @@ def _row(url: str, item: _Item, filters: list) -> dict[str, Any]:
     if rejection is not None:
         error, field_, reason = rejection.error, rejection.field, rejection.reason
     else:
-        error, field_, reason = type(item.error).__name__, item.error.field, item.error.reason
+        error = item.error_name or type(item.error).__name__
+        field_, reason = item.error.field, item.error.reason
     raw = item.raw.decode("utf-8", errors="replace")[:RAW_KEEP_CHARS]
     row.update(
         status="quarantined",
@@ -280,7 +319,7 @@ def _jsonl_items(r: ReadRange, spec: ReaderSpec) -> Iterator[_Item]:
             line_no = None if line_no is None else line_no + 1
             raw = raw.rstrip(b"\r\n")
             if raw.strip():
-                yield _parse(pos, line_no, raw, spec.fmt)
+                yield _parse(pos, line_no, raw, spec.fmt, r.label or posixpath.basename(r.url))
 
 
 def _parquet_items(r: ReadRange, spec: ReaderSpec) -> Iterator[_Item]:
@@ -305,13 +344,29 @@ def _parquet_items(r: ReadRange, spec: ReaderSpec) -> Iterator[_Item]:
                 yield item
 
 
+def _unit_items(r: ReadRange, spec: ReaderSpec) -> Iterator[_Item]:
+    """A file or folder through its adapter: a row per episode and per Problem, each
+    counted under the domain and source the adapter names."""
+    unit = Unit(r.url, r.label or posixpath.basename(r.url.rstrip("/")), spec.storage_options)
+    for n, read in enumerate(read_unit(unit, spec.fmt)):
+        item = _Item(n, None, obj={"domain": read.domain, "source": read.source})
+        if isinstance(read.item, Problem):
+            p = read.item
+            item.line, item.raw, item.error_name = p.line, p.raw.encode(), p.error
+            item.error = RecordError(f"{unit.label}, {p.position}: {p.reason}", field=p.position)
+        else:
+            item.traj = read.item
+        yield item
+
+
 def read_range(r: ReadRange, spec: ReaderSpec) -> Iterator[pa.Table]:
     """Arrow blocks (INGEST_SCHEMA, at most ``block_records`` rows) of one read range."""
 
     for name in spec.custom_domains:
         register_domain(name)
     filters = build_filters(min_turns=spec.min_turns, max_record_chars=spec.max_record_chars)
-    items = _parquet_items(r, spec) if r.kind == "parquet" else _jsonl_items(r, spec)
+    read = {"parquet": _parquet_items, "unit": _unit_items}.get(r.kind, _jsonl_items)
+    items = read(r, spec)
     rows: list[dict[str, Any]] = []
     for item in merge_awb_rows(items):
         rows.append(_row(r.url, item, filters))

@@ -96,7 +96,9 @@ def read_eval_sets(urls: list[str], cfg: DataConfig, storage_options: dict[str, 
 
     spec = reader_spec(cfg, storage_options)
     trajs = []
-    for r in plan_ranges(urls, split_bytes=cfg.split_bytes, storage_options=storage_options):
+    for r in plan_ranges(
+        urls, split_bytes=cfg.split_bytes, storage_options=storage_options, fmt=cfg.input_format
+    ):
         for block in read_range(r, spec):
             for status, record in zip(
                 block.column("status").to_pylist(), block.column("record").to_pylist(), strict=True
@@ -120,7 +122,9 @@ def ingest_to_staging(
     written under ``url`` as Parquet files of about STAGING_FILE_BYTES; returns the
     rows written. One plain Ray task per file or byte range (``cfg.num_workers`` at a
     time) reads, featurizes and writes its range a block at a time."""
-    ranges = plan_ranges(inputs, split_bytes=cfg.split_bytes, storage_options=storage_options)
+    ranges = plan_ranges(
+        inputs, split_bytes=cfg.split_bytes, storage_options=storage_options, fmt=cfg.input_format
+    )
     if not ranges:
         raise FileNotFoundError(f"no shards (.jsonl, .jsonl.gz, .parquet) under {inputs}")
     step = max(1, len(ranges) // 10)
