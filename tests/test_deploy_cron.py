@@ -1,20 +1,30 @@
 """The CRD checker on what the API server and KubeRay accept beyond our own manifests:
 ObjectMeta (``name`` or ``generateName``, and the server's rules for each field) and
 RayCronJob (schema, cron schedule, time zone, its job template checked like a RayJob),
-plus entrypoints that run a line of jobs."""
+entrypoints that run a line of jobs, and the nightly RayCronJob under k8s/."""
 
 from __future__ import annotations
 
 import copy
 import functools
+import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 
+from agentworld.deploy.__main__ import main
 from agentworld.deploy.crd import default_crd_dir
 from agentworld.deploy.cron import CronError, can_fire, parse_schedule
+from agentworld.deploy.entrypoint import check_entrypoint_line
 from agentworld.deploy.kustomize import build
-from agentworld.deploy.validate import Context, check_object, pinned_ray_version
+from agentworld.deploy.validate import (
+    Context,
+    check_object,
+    overlay_dirs,
+    pinned_ray_version,
+    validate,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 CTX = Context(
@@ -322,3 +332,82 @@ def test_the_stage_label_names_every_job_of_the_line():
         "metadata.labels[agentworld.dev/stage]: must be 'collect-prepare' (the jobs it runs), "
         "got 'collect'"
     ]
+
+
+# The nightly RayCronJob (k8s/base/schedule, overlays gpu/schedule and cpu/schedule)
+
+SIMULATOR_OVERLAY = {"gpu": "k8s/overlays/gpu", "cpu": "k8s/overlays/cpu/sim"}
+
+
+def test_k8s_validate_passes_on_every_manifest_the_nightly_included(capsys):
+    overlays = overlay_dirs(ROOT)
+    assert {ROOT / "k8s/overlays/gpu/schedule", ROOT / "k8s/overlays/cpu/schedule"} <= set(overlays)
+    assert main(["--root", str(ROOT), "validate"]) == 0  # what `make k8s-validate` runs
+    assert (
+        capsys.readouterr().out.strip() == f"[deploy] {len(overlays)} overlays checked: 0 problems"
+    )
+
+
+@pytest.mark.parametrize("overlay", sorted(SIMULATOR_OVERLAY))
+def test_nightly_collects_prepares_and_evaluates_the_served_simulator(overlay):
+    (cron,) = [r.doc for r in build(ROOT / "k8s/overlays" / overlay / "schedule").resources]
+    assert cron["kind"] == "RayCronJob"
+    template = cron["spec"]["jobTemplate"]
+    entries, problems = check_entrypoint_line(
+        template["entrypoint"], ROOT, mode=template["submissionMode"]
+    )
+    assert problems == [] and [e.stage for e in entries] == ["collect", "prepare", "evaluate"]
+    collect, prepare, evaluate = (e.parsed for e in entries)
+    # Fresh episodes every night: the run directory and the seed are the night's date.
+    assert "/nightly/20260102/" in collect.out
+    assert entries[0].config.collect.seed == 20260102
+    # Prepared in a run of their own, the evaluation on its held-out turns.
+    assert prepare.input == (collect.out,) and "/nightly/20260102/" in prepare.out
+    assert evaluate.command == "fidelity" and evaluate.split == "eval"
+    assert evaluate.input == f"{prepare.out}/samples/sft"
+    # ... of the simulator that the deployment serves, in the same namespace.
+    sims = [
+        r.doc
+        for r in build(ROOT / SIMULATOR_OVERLAY[overlay]).resources
+        if r.doc["kind"] == "RayService"
+    ]
+    assert [
+        s["metadata"]["name"]
+        for s in sims
+        if s["metadata"]["namespace"] == cron["metadata"]["namespace"]
+        and evaluate.endpoint == f"http://{s['metadata']['name']}-serve-svc:8000/v1"
+    ] == ["agentworld-sim"]
+    assert entries[2].config.evaluate.infer.endpoint.api_key_env == "AGENTWORLD_SIM_KEY"
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    """A copy of what the validator reads; platform/ linked (the image copies it)."""
+    for name in ("k8s", "jobs", "serve"):
+        shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    (tmp_path / "platform").symlink_to(ROOT / "platform")
+    return tmp_path
+
+
+def test_nightly_problems_are_named_through_each_overlay(tree):
+    path = tree / "k8s/base/schedule/raycronjob-nightly.yaml"
+    (cron,) = yaml.safe_load_all(path.read_text())
+    cron["spec"]["schedule"] = "0 26 * * *"
+    template = cron["spec"]["jobTemplate"]
+    template["entrypoint"] = template["entrypoint"].replace("--eval-sets", "--eval-suites")
+    path.write_text(yaml.safe_dump(cron, sort_keys=False))
+    problems = [str(p) for p in validate(tree, crd_dir=CTX.crd_dir)]
+    for overlay in ("gpu", "cpu"):
+        assert (
+            f"k8s/overlays/{overlay}/schedule RayCronJob/agentworld-nightly: spec.schedule: "
+            "not a cron schedule KubeRay accepts: hour '26': 26 is above the maximum 23"
+        ) in problems
+    # The cpu overlay replaces the job line; the gpu one runs the base's.
+    (bad_flag,) = [p for p in problems if "rejects its arguments" in p]
+    assert bad_flag.startswith(
+        "k8s/overlays/gpu/schedule RayCronJob/agentworld-nightly: spec.jobTemplate.entrypoint: "
+        "jobs/prepare.py rejects its arguments"
+    )
+    assert len(problems) == 3, problems
