@@ -154,13 +154,19 @@ class _Item:
     obj: Any = None
     error_name: str | None = None
     """The kind of error, when it is not the error's class (an adapter's Problem)."""
+    counted: tuple[str, str] | None = None
+    """(domain, source) a quarantined row of an adapter's format is counted under, so
+    that its source's counts add up; None: guessed from the line's own fields."""
 
 
 def _parse(offset: int, line: int | None, raw: bytes, fmt: str, label: str = "") -> _Item:
     item = _Item(offset, line, raw=raw)
     try:
         item.obj = loads_json(raw)
-        item.traj = parse_obj(item.obj, fmt, label=label, line=line)
+        name = detect_format(item.obj) if fmt == "auto" else fmt
+        if name not in SHARD_FORMATS:
+            item.counted = (lookup(name).domain, f"{name}:{label}")
+        item.traj = parse_obj(item.obj, name, label=label, line=line)
     except RecordError as e:
         item.error = e
     except (TypeError, AttributeError, ValueError) as e:  # adapters meeting odd shapes
@@ -294,8 +300,8 @@ def _row(url: str, item: _Item, filters: list) -> dict[str, Any]:
         field=field_,
         reason=reason,
         raw=raw,
-        domain=_guess(item.obj, "domain"),
-        source=_guess(item.obj, "source"),
+        domain=item.counted[0] if item.counted else _guess(item.obj, "domain"),
+        source=item.counted[1] if item.counted else _guess(item.obj, "source"),
     )
     return row
 
@@ -349,7 +355,7 @@ def _unit_items(r: ReadRange, spec: ReaderSpec) -> Iterator[_Item]:
     counted under the domain and source the adapter names."""
     unit = Unit(r.url, r.label or posixpath.basename(r.url.rstrip("/")), spec.storage_options)
     for n, read in enumerate(read_unit(unit, spec.fmt)):
-        item = _Item(n, None, obj={"domain": read.domain, "source": read.source})
+        item = _Item(n, None, counted=(read.domain, read.source))
         if isinstance(read.item, Problem):
             p = read.item
             item.line, item.raw, item.error_name = p.line, p.raw.encode(), p.error

@@ -52,7 +52,7 @@ def list_inputs(url: str, storage_options: dict[str, Any]) -> list[Listed]:
         entries = fs.ls(folder, detail=True)
         names = sorted(posixpath.basename(e["name"].rstrip("/")) for e in entries)
         label = posixpath.relpath(folder, root) if folder != root else posixpath.basename(root)
-        if folder != root and _claimed_folder(folder, names):
+        if _claimed_folder(folder, names):
             out.append(Listed(full(folder), "unit", label))
             continue
         if MANIFEST_NAME in names and _is_run_manifest(fs, f"{folder}/{MANIFEST_NAME}"):
