@@ -27,6 +27,7 @@ def markdown_table(summary: dict[str, Any], *, title: str | None = None) -> str:
     head = ["domain", "items", "infer failed", *(label for _, label in RULE_COLUMNS)]
     if summary["judged"]:
         head += ["judge overall", *DIMENSIONS, "valid", "failed"]
+    head.append("checks ok")
     lines = [f"## {title or summary['model']}", "", _row(head), _row(["---"] * len(head))]
     for domain, d in summary["domains"].items():
         cells = [
@@ -39,15 +40,60 @@ def markdown_table(summary: dict[str, Any], *, title: str | None = None) -> str:
             j = d["judge"]
             cells += [_fmt(j["overall"]), *(_fmt(j[dim]) for dim in DIMENSIONS)]
             cells += [str(j["valid"]), str(j["failed"])]
+        cells.append(_fmt(pooled_checks(d)))
         lines.append(_row(cells))
     lines += [
         "",
         "Rule metrics and judge scores are on a 0-100 scale; judge scores are "
-        "(raw - 1) / 4 * 100 over valid verdicts; JSON ok counts only JSON observations.",
+        "(raw - 1) / 4 * 100 over valid verdicts; JSON ok counts only JSON observations; "
+        "checks ok: the share of the domain's state checks passed, where they apply.",
     ]
     if summary.get("baselines"):
         lines += ["", *baseline_lines(summary)]
+    if any(d.get("checks") for d in summary["domains"].values()):
+        lines += ["", *check_lines(summary)]
     return "\n".join(lines) + "\n"
+
+
+def pooled_checks(domain_entry: dict[str, Any]) -> float | None:
+    """The share of every applicable state check passed in one domain entry."""
+    checks = domain_entry.get("checks") or {}
+    if "all" in checks:
+        return checks["all"]["passed"]
+    n = sum(c["n"] for c in checks.values())
+    return sum(c["passed"] * c["n"] for c in checks.values()) / n if n else None
+
+
+def check_rows(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """(head, rows) of the state checks: one row per domain and check, the model's pass
+    rate beside each baseline's (items: how many the check applies to)."""
+    names = list(summary.get("baselines", {}))
+    head = ["domain", "check", "items", summary["model"], *names]
+    rows = []
+    for domain, d in summary["domains"].items():
+        for check, c in (d.get("checks") or {}).items():
+            if domain == ALL:
+                continue
+            cells = [domain, check, str(c["n"]), _fmt(c["passed"])]
+            for n in names:
+                entry = (summary["baselines"][n].get(domain) or {}).get("checks", {})
+                cells.append(_fmt(entry[check]["passed"]) if check in entry else "-")
+            rows.append(cells)
+    return head, rows
+
+
+def check_lines(summary: dict[str, Any]) -> list[str]:
+    """The state checks table (``agentworld.evaluate.checks``)."""
+    head, rows = check_rows(summary)
+    lines = ["### State checks (% passed)", "", _row(head), _row(["---"] * len(head))]
+    lines += [_row(r) for r in rows]
+    lines += [
+        "",
+        "Judge-free checks of what the observation says about the environment's state "
+        "(an error, the prompt, a test count, results that exist), over the items each "
+        "applies to.",
+    ]
+    return lines
 
 
 def baseline_lines(summary: dict[str, Any]) -> list[str]:

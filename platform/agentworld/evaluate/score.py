@@ -5,7 +5,9 @@ Judge: per dimension, the mean raw score (1..5) over valid verdicts normalized a
 the mean of an item's five scores); ``valid`` and ``failed`` count judgments (failed =
 no well-formed verdict, or the endpoint failed for good). Rule metrics: the mean over
 predictions, as percentages; JSON validity only over items whose real observation is
-JSON. The ``all`` row pools every item (micro average).
+JSON. The ``all`` row pools every item (micro average). State checks
+(``agentworld.evaluate.checks``): per domain, each check's pass rate over the items it
+applies to; the ``all`` row pools every applicable check of every item.
 
 Margins over the baselines come with a 95% interval: a paired bootstrap over the items
 (the model's and the best baseline's scores on the same item), so that a margin on 14
@@ -21,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from agentworld.evaluate.checks import run_checks
+from agentworld.schema import parse_output
 from agentworld.scoring.metrics import METRIC_NAMES, rule_metrics
 from agentworld.scoring.rubrics import DIMENSIONS
 
@@ -63,6 +67,33 @@ def rule_summary(predictions: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+@functools.lru_cache(maxsize=4096)
+def _item_checks(domain: str, prediction: str, reference: str) -> dict[str, bool | None]:
+    return run_checks(domain, prediction, reference)
+
+
+def predicted_observation(row: dict[str, Any]) -> str:
+    """The observation a prediction row holds (``prediction``; parsed from ``output``
+    for rows written without it)."""
+    if row.get("prediction") is not None:
+        return row["prediction"]
+    return parse_output(row["output"]).observation
+
+
+def check_summary(rows: list[dict[str, Any]], *, pooled: bool = False) -> dict[str, Any]:
+    """``{check: {"passed": % of the items it applies to, "n": those items}}`` over
+    prediction rows; ``pooled``: one entry, ``all``, over every applicable check."""
+    counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for row in rows:
+        got = _item_checks(row["domain"], predicted_observation(row), row["reference"])
+        for name, ok in got.items():
+            if ok is not None:
+                c = counts["all" if pooled else name]
+                c[0] += ok
+                c[1] += 1
+    return {name: {"passed": 100 * p / n, "n": n} for name, (p, n) in counts.items()}
+
+
 def judge_summary(judgments: list[dict[str, Any]], endpoint_failed: int = 0) -> dict[str, Any]:
     """Judge aggregates of judgment rows (``ok``, ``scores``, ``total`` fields)."""
     valid = [j for j in judgments if j["ok"]]
@@ -97,6 +128,7 @@ def summarize(
             "predictions": len(preds.get(domain, [])),
             "infer_failed": len(i_failed.get(domain, [])),
             "rule": rule_summary(preds.get(domain, [])),
+            "checks": check_summary(preds.get(domain, []), pooled=domain == ALL),
         }
         if judgments is not None:
             entry["judge"] = judge_summary(judged.get(domain, []), len(j_failed.get(domain, [])))
