@@ -132,7 +132,7 @@ def ours(url: str, workers: int) -> tuple[set[str], dict[str, float], dict]:
     import pyarrow as pa
 
     from agentworld.data import DataConfig
-    from agentworld.data.dedup import find_duplicates
+    from agentworld.data.duplicates import find_duplicates
     from agentworld.data.labels import label_block
     from agentworld.data.placement import data_context, staging_files
     from agentworld.data.steps.dedup import clean_records_of

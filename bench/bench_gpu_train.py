@@ -92,7 +92,7 @@ def plain_run(recipe, source, batches, tokens, warmup: int, device: str) -> dict
     from agentworld.train.loss import warmup_cosine
 
     t, device = recipe.train, torch.device(device)
-    model = build_model(recipe, source)[0].to(device)
+    model = build_model(recipe.model, recipe.train, source)[0].to(device)
     # The optimizer settings and the schedule DeepSpeed gets.
     ds = deepspeed_config(t, recipe.cluster, 1)["optimizer"]["params"]
     opt = torch.optim.AdamW(
@@ -128,10 +128,12 @@ def deepspeed_run(recipe, source, batches, tokens, warmup: int, device: str, fus
         return cfg
 
     with mock.patch.object(project, "deepspeed_config", config):
-        engine = project.build_engine(project.build_model(recipe, source)[0], recipe, 1)
+        model = project.build_model(recipe.model, recipe.train, source)[0]
+        engine = project.build_engine(model, recipe.train, recipe.cluster, 1)
 
     def step(batch):  # the Ray Train worker's own step: device move, losses, all-reduce
-        return train_step(engine, iter([batch]), recipe)["loss"]
+        aux = recipe.model.router_aux_loss_coef
+        return train_step(engine, iter([batch]), recipe.train.grad_accum_steps, aux)["loss"]
 
     out = timed(step, batches, tokens, warmup)
     opt = type(engine.basic_optimizer).__name__

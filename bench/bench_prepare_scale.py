@@ -110,9 +110,9 @@ def write_corpus(n: int, root: str) -> tuple[str, int]:
 def run_prepare(url: str, out: str) -> tuple[dict[str, float], float, WorkerMemory, dict]:
     """Seconds per stage, total seconds, the worker memory samples, and per stage the
     peak worker RSS and private memory (MiB)."""
-    from agentworld.data.job import PrepareJob
     from agentworld.data.run import prepare
     from agentworld.recipes import debug_cpu
+    from agentworld.recipes.jobs import prepare_job
 
     recipe = debug_cpu()
     recipe = dataclasses.replace(recipe, data=dataclasses.replace(recipe.data, progress_bars=False))
@@ -125,7 +125,7 @@ def run_prepare(url: str, out: str) -> tuple[dict[str, float], float, WorkerMemo
 
     t0 = time.perf_counter()
     with WorkerMemory() as mem:
-        prepare(PrepareJob(inputs=(url,), out=out, recipe=recipe), log=log)
+        prepare(prepare_job(recipe, inputs=(url,), out=out), log=log)
     total = time.perf_counter() - t0
     stages, last = {}, 0.0
     peaks: dict[str, dict[str, float]] = {"rss": {}, "private": {}}
@@ -152,7 +152,7 @@ def cpu_rates(url: str, out: str, limit: int = 10_000) -> dict[str, float]:
     from agentworld.data.features import featurize
     from agentworld.data.ingest_rows import plan_ranges, read_range
     from agentworld.data.lsh import bucket_partition, explode_bands
-    from agentworld.data.samples import tokenize_block
+    from agentworld.data.sample_rows import tokenize_block
     from agentworld.data.steps.ingest import feature_spec, reader_spec
     from agentworld.io import join
     from agentworld.recipes import debug_cpu

@@ -118,7 +118,7 @@ def sync_share(recipe, workers, contexts, pad_id: int, steps: int) -> dict:
 
     rows: list[dict] = []
     trainer = Trainer(
-        recipe=recipe,
+        rl=recipe.rl,
         workers=workers,
         contexts=contexts,
         rewards=build_rewards(recipe.rl),
@@ -165,7 +165,7 @@ def main() -> int:
         recipe, contexts = build_inputs(tmp, a)
         tok = load_tokenizer(f"{tmp}/init")
         prompts = [list(c.prompt_ids) for c in contexts[: a.contexts]]
-        workers = RLWorkers(recipe, f"{tmp}/init")
+        workers = RLWorkers(recipe.rl, recipe.train, f"{tmp}/init")
         try:
             vllm = vllm_tokens_per_s(workers, prompts, a.group)
             sync = sync_share(recipe, workers, contexts, tok.pad_token_id, a.steps)

@@ -73,7 +73,7 @@ def ours(url: str, block, seq_len: int, batch: int) -> tuple[int, int, float]:
     """CPT tokens, SFT samples, seconds."""
     import pyarrow.compute as pc
 
-    from agentworld.data.samples import tokenize_block
+    from agentworld.data.sample_rows import tokenize_block
 
     t0 = time.perf_counter()
     cpt = sft = 0
@@ -104,8 +104,8 @@ def main() -> int:
     n_records = 300 if args.quick else args.records
     import pyarrow as pa
 
+    from agentworld.data.chat_tokens import render, trajectory_messages
     from agentworld.data.synthetic import synthetic_corpus
-    from agentworld.data.tokenize import render, trajectory_messages
     from agentworld.data.vocab import load_tokenizer, save_tokenizer, train_on_texts
 
     trajs = synthetic_corpus(n_records, n_exact=0, n_near=0, n_far=0, n_families=0).records

@@ -98,7 +98,9 @@ def plain_loop(data: str, steps: int, threads: int) -> float:
 
     torch.set_num_threads(threads)
     r = recipe(1, steps)
-    model, _ = build_model(r, ModelSource(tokenizer_url=os.path.join(data, "tokenizer")))
+    model, _ = build_model(
+        r.model, r.train, ModelSource(tokenizer_url=os.path.join(data, "tokenizer"))
+    )
     opt = torch.optim.AdamW(model.parameters(), lr=r.train.learning_rate, betas=(0.9, 0.95))
     table = pq.read_table(os.path.join(data, "packed", "cpt", "train"))
     micro, rates = r.train.micro_batch_size, []
@@ -123,7 +125,7 @@ def plain_loop(data: str, steps: int, threads: int) -> float:
 
 def ray_train(data: str, out: str, workers: int, steps: int) -> tuple[float, float]:
     """(tokens/s over steady-state steps, wall seconds end to end incl. start-up)."""
-    from agentworld.train.job import TrainJob
+    from agentworld.recipes.jobs import train_job
     from agentworld.train.run import run
 
     rates: list[float] = []
@@ -134,7 +136,7 @@ def ray_train(data: str, out: str, workers: int, steps: int) -> tuple[float, flo
             rates.append(m["tokens_per_s"])
 
     start = time.perf_counter()
-    job = TrainJob(stage="cpt", data=data, out=out, recipe=recipe(workers, steps))
+    job = train_job(recipe(workers, steps), stage="cpt", data=data, out=out)
     run(job, log=lambda line: None, on_event=collect)
     return statistics.median(rates), time.perf_counter() - start
 

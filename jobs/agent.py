@@ -45,10 +45,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def build_job(args: argparse.Namespace):
     """The AgentJob; a bad recipe, override or input fails here, before any work."""
-    from agentworld.agent.run import AgentJob
     from agentworld.config import ConfigError
     from agentworld.io import exists
     from agentworld.recipes import load
+    from agentworld.recipes.jobs import agent_job
 
     recipe = load(args.recipe, args.set)
     agents = {}
@@ -61,11 +61,11 @@ def build_job(args: argparse.Namespace):
     for flag, u in (("world-model", args.world_model), ("data", data), *agents.items()):
         if u is not None and not exists(u):
             raise ConfigError(flag, f"{u} does not exist")
-    return AgentJob(
+    return agent_job(
+        recipe,
         command=args.command,
         out=args.out,
         world_model=args.world_model,
-        recipe=recipe,
         data=data,
         agents=agents,
     )

@@ -31,9 +31,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     from agentworld.recipes import load
+    from agentworld.recipes.jobs import train_job
     from agentworld.train.run import run_locally
 
-    return run_locally("cpt", args, load(args.recipe, args.set))
+    recipe = load(args.recipe, args.set)
+    data, out, init = args.data or "", args.out, args.init
+    return run_locally(train_job(recipe, stage="cpt", data=data, out=out, init=init))
 
 
 if __name__ == "__main__":

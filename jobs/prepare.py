@@ -38,13 +38,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def build_job(args: argparse.Namespace):
     """The PrepareJob; a bad recipe or override fails here, before any work."""
     from agentworld.config import ConfigError
-    from agentworld.data.job import PrepareJob
     from agentworld.recipes import load
+    from agentworld.recipes.jobs import prepare_job
 
     recipe = load(args.recipe, args.set)
     if not args.input:
         raise ConfigError("input", "give at least one input URL")
-    return PrepareJob(inputs=args.input, out=args.out, recipe=recipe, eval_sets=args.eval_sets)
+    return prepare_job(recipe, inputs=args.input, out=args.out, eval_sets=args.eval_sets)
 
 
 def main(argv: list[str] | None = None) -> int:

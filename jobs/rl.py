@@ -61,10 +61,11 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"{flag}: {given} does not exist")
     from agentworld.cluster import local_ray
     from agentworld.console import say
-    from agentworld.rl.run import RLJob, run
+    from agentworld.recipes.jobs import rl_job
+    from agentworld.rl.run import run
 
     with local_ray():
-        manifest = run(RLJob(data=args.data, init=args.init, out=args.out, recipe=recipe))
+        manifest = run(rl_job(recipe, data=args.data, init=args.init, out=args.out))
     counts = manifest.get("counts", {})
     say(
         f"[rl] done: {counts.get('steps')} steps, reward {counts.get('reward_first', 0):.3f} -> "

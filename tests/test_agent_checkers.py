@@ -178,7 +178,7 @@ def test_job_command_line_rejects_bad_input_before_any_work(tmp_path, tiny_check
     spec.loader.exec_module(job)
     base = ["train", "--world-model", tiny_checkpoint, "--out", str(tmp_path / "out")]
     parsed = job.build_job(job.parse_args([*base, "--set", "agent.rl.max_steps=3"]))
-    assert parsed.recipe.agent.rl.max_steps == 3 and parsed.command == "train"
+    assert parsed.cfg.rl.max_steps == 3 and parsed.command == "train"
     with pytest.raises(SystemExit) as e:
         job.parse_args([*base, "--bogus-flag", "1"])
     assert e.value.code == 2

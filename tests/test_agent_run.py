@@ -41,9 +41,10 @@ def _rows(path: str) -> list[dict]:
 def agent_run(tiny_checkpoint, vllm_engine, ray_cluster, tmp_path_factory):
     import dataclasses
 
-    from agentworld.agent.run import AgentJob, run
+    from agentworld.agent.run import run
     from agentworld.agent.world import ConsistentWorld, EngineWorld
     from agentworld.io import write_jsonl
+    from agentworld.recipes.jobs import agent_job
     from agentworld.schema.examples import sample_trajectories
 
     root = tmp_path_factory.mktemp("agent")
@@ -52,11 +53,11 @@ def agent_run(tiny_checkpoint, vllm_engine, ray_cluster, tmp_path_factory):
     )
     recipe = get_recipe("debug_cpu")
     recipe = dataclasses.replace(recipe, agent=set_overrides(recipe.agent, OVERRIDES))
-    job = AgentJob(
+    job = agent_job(
+        recipe,
         command="train",
         out=str(root / "out"),
         world_model=tiny_checkpoint,
-        recipe=recipe,
         data=str(root / "raw"),
     )
     engine = EngineWorld(vllm_engine, recipe.agent.sim)  # the session's engine as the world model

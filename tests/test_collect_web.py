@@ -207,17 +207,17 @@ def test_prepare_keeps_every_web_sample_at_the_demo_recipe(
 
     import pyarrow as pa
 
-    from agentworld.data.job import PrepareJob
     from agentworld.data.run import prepare
     from agentworld.io import join, list_shards, read_parquet, write_jsonl
     from agentworld.recipes import debug_cpu
+    from agentworld.recipes.jobs import prepare_job
 
     web_dir = str(tmp_path / "web")
     write_jsonl(join(web_dir, "part-00000.jsonl"), [t.to_dict() for t in web_records])
     recipe = debug_cpu()
     recipe = dataclasses.replace(recipe, data=dataclasses.replace(recipe.data, progress_bars=False))
     out = str(tmp_path / "prepared")
-    job = PrepareJob(inputs=(collected_corpus, web_dir), out=out, recipe=recipe)
+    job = prepare_job(recipe, inputs=(collected_corpus, web_dir), out=out)
     report = prepare(job, log=lambda _: None)
     assert report["by_domain"]["web"]["kept"] == len(web_records), report["by_domain"]["web"]
     samples = pa.concat_tables(

@@ -31,7 +31,7 @@ def _dedup(url: str, cfg: DataConfig, limits=None):
     import shutil
     import tempfile
 
-    from agentworld.data.dedup import DEFAULT_LIMITS, find_duplicates
+    from agentworld.data.duplicates import DEFAULT_LIMITS, find_duplicates
     from agentworld.data.labels import label_block
     from agentworld.data.placement import data_context, staging_files
     from agentworld.data.steps.dedup import clean_records_of
@@ -112,7 +112,7 @@ def test_cluster_path_above_the_driver_limits_gives_the_same_result(planted, two
     """Above the driver limits: exact runs and band buckets by shuffles, pairs verified
     by two shuffles of the candidates' shingles, components by star rounds; or only
     the verification on the cluster. Both equal the driver path."""
-    from agentworld.data.dedup import Limits
+    from agentworld.data.duplicates import Limits
 
     _, url = planted
     _, (want, want_stats) = two_runs

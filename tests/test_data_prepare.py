@@ -41,13 +41,13 @@ CONTRACT = {
 def _job(inputs, out, eval_sets=(), **data):
     import dataclasses
 
-    from agentworld.data.job import PrepareJob
+    from agentworld.recipes.jobs import prepare_job
 
     recipe = debug_cpu()
     recipe = dataclasses.replace(
         recipe, data=dataclasses.replace(recipe.data, progress_bars=False, **data)
     )
-    return PrepareJob(inputs=tuple(inputs), out=out, recipe=recipe, eval_sets=tuple(eval_sets))
+    return prepare_job(recipe, inputs=tuple(inputs), out=out, eval_sets=tuple(eval_sets))
 
 
 @pytest.fixture(scope="module")
@@ -183,7 +183,7 @@ def test_counts_are_conserved_per_domain_and_source(prepared):
 
 
 def test_packed_rows_follow_the_contract_and_never_cross_documents(prepared):
-    seq_len = prepared["job"].recipe.train.seq_len
+    seq_len = prepared["job"].seq_len
     for kind in ("cpt", "sft"):
         for split in ("train", "eval"):
             table = _packed(prepared["out"], kind, split)
@@ -228,7 +228,7 @@ def test_sft_loss_masks_decode_to_exactly_the_observations(prepared):
 
 def test_packing_efficiency_and_splits_on_the_collected_corpus(prepared):
     report, out = prepared["report"], prepared["out"]
-    seq_len = prepared["job"].recipe.train.seq_len
+    seq_len = prepared["job"].seq_len
     split_min = prepared["job"].data.cpt_split_min
     # CPT documents may be cut, so a row closes only with fewer than split_min tokens
     # free: every row of a shard but its emptiest is at least 1 - 32/1024 full. (The

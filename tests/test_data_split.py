@@ -20,13 +20,11 @@ from agentworld.schema.compact import compact_environment
 
 
 def _job(inputs: list[str], out: str, recipe=None, **data):
-    from agentworld.data.job import PrepareJob
+    from agentworld.recipes.jobs import prepare_job
 
     recipe = recipe or debug_cpu()
     data_cfg = dataclasses.replace(recipe.data, progress_bars=False, **data)
-    return PrepareJob(
-        inputs=tuple(inputs), out=out, recipe=dataclasses.replace(recipe, data=data_cfg)
-    )
+    return prepare_job(dataclasses.replace(recipe, data=data_cfg), inputs=tuple(inputs), out=out)
 
 
 def _held_out(out: str) -> dict[str, set[str]]:

@@ -24,18 +24,18 @@ from agentworld.data.bin_packing import (
     pack_rows,
     rows_lower_bound,
 )
+from agentworld.data.chat_tokens import (
+    ChatLayout,
+    encode_trajectories,
+    sft_sample,
+    trajectory_messages,
+)
 from agentworld.data.components import components_in_memory, large_star, small_star
 from agentworld.data.ingest_rows import INGEST_SCHEMA, ReaderSpec, plan_ranges, read_range
 from agentworld.data.lsh import bucket_pairs
 from agentworld.data.minhash import collision_probability, signature
 from agentworld.data.synthetic import BAD_LINES, synthetic_corpus
 from agentworld.data.text import jaccard, ngram_hashes, words
-from agentworld.data.tokenize import (
-    ChatLayout,
-    encode_trajectories,
-    sft_sample,
-    trajectory_messages,
-)
 from agentworld.io import write_jsonl
 from agentworld.schema import (
     Trajectory,
@@ -266,7 +266,7 @@ def test_sft_prompt_tokens_are_the_ones_inference_feeds(corpus_texts):
     """Evaluate, RL and serve encode the templated prompt text whole; an earlier
     observation (or action) starting with whitespace merges with its header's newline
     there, and a sample's prompt must hold exactly those tokens."""
-    from agentworld.data.tokenize import cpt_samples
+    from agentworld.data.chat_tokens import cpt_samples
     from agentworld.model import train_tokenizer
 
     # A corpus with numbered listings: the tokenizer learns "\n    " as one token.

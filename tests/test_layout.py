@@ -2,10 +2,11 @@
 later one; no import cycle between modules or packages; every stage package with the
 same skeleton (config.py, run.py, placement.py) and its Ray code only in placement.
 
-Imports are read from the source (ast), lazy ones inside functions included: a cycle
-that only runs later is still a cycle for the reader. Imports under ``if
-TYPE_CHECKING:`` are left out: they exist for annotations and never run (stages annotate
-with ``Recipe``, which composes every stage's config)."""
+Imports are read from the source (ast), lazy ones inside functions and type-only ones
+under ``if TYPE_CHECKING:`` included: a cycle that only runs later, or only for the type
+checker, is still a cycle for the reader. A stage takes its own config sections, never
+the ``Recipe`` that composes them all. An import inside a function stays only where it
+must, and says why in a comment."""
 
 from __future__ import annotations
 
@@ -55,24 +56,11 @@ def module_name(path: Path, root: Path) -> str:
     return ".".join(parts)
 
 
-def _type_checking_only(node: ast.AST) -> bool:
-    test = getattr(node, "test", None)
-    return isinstance(node, ast.If) and (
-        (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING")
-        or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
-    )
-
-
 def imports(tree: ast.AST) -> list[tuple[str, list[str]]]:
-    """(module, names) of every import that can run: lazy ones included, those under
-    ``if TYPE_CHECKING:`` left out."""
+    """(module, names) of every import: lazy and type-only ones included."""
     found: list[tuple[str, list[str]]] = []
 
     def visit(node: ast.AST) -> None:
-        if _type_checking_only(node):
-            for child in node.orelse:
-                visit(child)
-            return
         if isinstance(node, ast.Import):
             found.extend((a.name, []) for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
@@ -157,6 +145,29 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+def unexplained_function_imports(root: Path) -> list[str]:
+    """Imports of the package's own modules inside a function without a comment on the
+    line before or on the import itself saying why it is not at the top."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        lines = path.read_text().splitlines()
+        for node in ast.walk(ast.parse("\n".join(lines))):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for sub in ast.walk(node):
+                module = getattr(sub, "module", None) or ""
+                if isinstance(sub, ast.Import):
+                    module = sub.names[0].name
+                if not isinstance(sub, (ast.Import, ast.ImportFrom)):
+                    continue
+                if module != root.name and not module.startswith(root.name + "."):
+                    continue
+                said = "#" in lines[sub.lineno - 1] or lines[sub.lineno - 2].strip().startswith("#")
+                if not said:
+                    found.append(f"{path.relative_to(root)}:{sub.lineno} imports {module}")
+    return sorted(set(found))
+
+
 def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
     out: dict[str, set[str]] = {}
     for module, targets in graph.items():
@@ -197,6 +208,10 @@ def test_no_import_cycle_between_modules_or_packages(graph):
     assert cycles(package_graph(graph)) == []
 
 
+def test_imports_inside_functions_are_few_and_say_why():
+    assert unexplained_function_imports(PACKAGE) == []
+
+
 @pytest.mark.parametrize("stage", STAGES)
 def test_every_stage_has_the_skeleton_and_its_ray_code_in_placement(stage):
     assert [m for m in SKELETON if not has_module(PACKAGE / stage, m)] == []
@@ -224,9 +239,7 @@ def test_the_checks_find_a_later_import_a_cycle_and_stray_ray(tmp_path):
             "late/b.py": "from toy.early import a\nimport ray\n",
             "late/placement.py": "import ray\n",
             "late/deep/placement.py": "import ray\n",  # placement of another package: found
-            "late/c.py": (
-                "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from toy.x import y\n"
-            ),
+            "late/c.py": "def g():\n    # not at the top: a reason\n    from toy.early import a\n",
         },
     )
     g = module_graph(pkg)
@@ -234,4 +247,25 @@ def test_the_checks_find_a_later_import_a_cycle_and_stray_ray(tmp_path):
     assert cycles(g) == [["toy.early.a", "toy.late.b"]]
     assert cycles(package_graph(g)) == [["early", "late"]]
     assert ray_importers(pkg, "late") == ["late/b.py", "late/deep/placement.py"]
-    assert g["toy.late.c"] == set()  # annotation-only imports are not edges
+    assert unexplained_function_imports(pkg) == ["early/a.py:2 imports toy.late"]
+
+
+def test_the_checks_find_a_type_only_later_import_and_a_type_only_circle(tmp_path):
+    only_for_types = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+    pkg = _write(
+        tmp_path / "toy",
+        {
+            "__init__.py": "",
+            "early/__init__.py": "",
+            "early/job.py": only_for_types + "    from toy.late.recipe import Recipe\n",
+            "early/config.py": "from toy.early import table\n",
+            "early/table.py": only_for_types + "    from toy.early.config import Config\n",
+            "late/__init__.py": "",
+            "late/recipe.py": "from toy.early import config\n",
+        },
+    )
+    g = module_graph(pkg)
+    assert later_imports(g, ["early", "late"]) == [
+        "toy.early.job imports the later toy.late.recipe"
+    ]
+    assert cycles(g) == [["toy.early.config", "toy.early.table"]]

@@ -111,7 +111,7 @@ def recipe():
 def workers(ray_cluster, rl_inputs, recipe):
     from agentworld.rl.placement import RLWorkers
 
-    w = RLWorkers(recipe, rl_inputs[1])
+    w = RLWorkers(recipe.rl, recipe.train, rl_inputs[1])
     yield w
     w.close()
 
@@ -142,8 +142,9 @@ def probe_batch(probe: list[int], advantages: list[float]) -> TrainBatch:
 def test_short_run_resumes_with_the_default_reward_mix(rl_inputs, recipe, workers):
     from agentworld.io import read_manifest
     from agentworld.model import load_tokenizer
+    from agentworld.recipes.jobs import rl_job
     from agentworld.rl import checkpoint
-    from agentworld.rl.run import RLJob, run
+    from agentworld.rl.run import run
 
     data, init, root = rl_inputs
     assert RL.rewards == DEFAULT_REWARDS and RL.learner == LearnerConfig()
@@ -151,7 +152,7 @@ def test_short_run_resumes_with_the_default_reward_mix(rl_inputs, recipe, worker
     probe = _probe(load_tokenizer(init))
     initial = np.array(workers.learners.logprobs(probe))
     out = str(root / "run")
-    job = RLJob(data=data, init=init, out=out, recipe=recipe)
+    job = rl_job(recipe, data=data, init=init, out=out)
     stopped = run(job, workers=workers, stop_after=STOP)
     assert stopped == {"status": "stopped", "step": STOP}
     assert checkpoint.complete_steps(out) == [4, 5]  # every 2 and at the stop; keep 2

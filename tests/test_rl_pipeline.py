@@ -30,9 +30,8 @@ def _recipe(**train):
 def pipeline_outputs(ray_cluster, collected_corpus, tmp_path_factory):
     """(prepare's run directory, the SFT export) made by the stages themselves: prepare
     on the collected corpus, 2 CPT steps, then 30 SFT steps from that export."""
-    from agentworld.data.job import PrepareJob
     from agentworld.data.run import prepare
-    from agentworld.train.job import TrainJob
+    from agentworld.recipes.jobs import prepare_job, train_job
     from agentworld.train.run import run
 
     root = tmp_path_factory.mktemp("rl-pipeline")
@@ -42,12 +41,12 @@ def pipeline_outputs(ray_cluster, collected_corpus, tmp_path_factory):
     )
     prepared = str(root / "prepared")
     recipe = dataclasses.replace(recipe, data=data)
-    prepare(PrepareJob(inputs=(collected_corpus,), out=prepared, recipe=recipe))
+    prepare(prepare_job(recipe, inputs=(collected_corpus,), out=prepared))
     cpt = _recipe(max_steps=2, warmup_steps=1, eval_every=2, checkpoint_every=2)
-    run(TrainJob(stage="cpt", data=prepared, out=str(root / "cpt"), recipe=cpt), log=print)
+    run(train_job(cpt, stage="cpt", data=prepared, out=str(root / "cpt")), log=print)
     sft = _recipe(max_steps=30, warmup_steps=3, eval_every=30, checkpoint_every=30)
     init = str(root / "cpt" / "hf")
-    job = TrainJob(stage="sft", data=prepared, out=str(root / "sft"), recipe=sft, init=init)
+    job = train_job(sft, stage="sft", data=prepared, out=str(root / "sft"), init=init)
     run(job, log=print)
     return prepared, str(root / "sft" / "hf"), root
 
@@ -77,7 +76,7 @@ def parallel_recipe():
 def parallel_workers(ray_cluster, pipeline_outputs, parallel_recipe):
     from agentworld.rl.placement import RLWorkers
 
-    w = RLWorkers(parallel_recipe, pipeline_outputs[1])
+    w = RLWorkers(parallel_recipe.rl, parallel_recipe.train, pipeline_outputs[1])
     yield w
     w.close()
 
@@ -86,8 +85,9 @@ def test_rl_on_prepare_and_sft_outputs_with_zero3_and_expert_parallel_learners(
     pipeline_outputs, parallel_recipe, parallel_workers
 ):
     from agentworld.model import load_tokenizer
+    from agentworld.recipes.jobs import rl_job
     from agentworld.rl.learner import learner_deepspeed_config
-    from agentworld.rl.run import RLJob, run
+    from agentworld.rl.run import run
 
     prepared, init, root = pipeline_outputs
     ds = learner_deepspeed_config(parallel_recipe.rl, parallel_recipe.train)
@@ -99,7 +99,7 @@ def test_rl_on_prepare_and_sft_outputs_with_zero3_and_expert_parallel_learners(
     # and expert slices from it: the same function before any sync.
     np.testing.assert_allclose(w.rollout.prompt_logprobs(probe)[0], start, atol=SYNC_ATOL)
 
-    job = RLJob(data=prepared, init=init, out=str(root / "rl"), recipe=parallel_recipe)
+    job = rl_job(parallel_recipe, data=prepared, init=init, out=str(root / "rl"))
     manifest = run(job, workers=w)
     assert manifest["status"] == "complete" and manifest["counts"]["steps"] == 2
     assert w.rollout.versions() == [2]

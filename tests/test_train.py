@@ -129,8 +129,8 @@ def write_packed(out: str, trajectories, tok, seq_len: int = SEQ_LEN) -> str:
 def packed_data(ray_cluster, collected_corpus, tmp_path_factory):
     """The prepare stage's output for the collected corpus, packed at the test recipe's
     length, a fifth of the trajectories held out."""
-    from agentworld.data.job import PrepareJob
     from agentworld.data.run import prepare
+    from agentworld.recipes.jobs import prepare_job
 
     recipe = short_recipe()
     # The test recipe's short rows drop long samples; drop rates are prepare's tests' concern.
@@ -139,19 +139,17 @@ def packed_data(ray_cluster, collected_corpus, tmp_path_factory):
     )
     out = str(tmp_path_factory.mktemp("prepared"))
     prepare(
-        PrepareJob(
-            inputs=(collected_corpus,), out=out, recipe=dataclasses.replace(recipe, data=data)
-        )
+        prepare_job(dataclasses.replace(recipe, data=data), inputs=(collected_corpus,), out=out)
     )
     return out
 
 
 def _run(stage: str, data: str, out: str, *, init: str | None = None, on_event=None):
-    from agentworld.train.job import TrainJob
+    from agentworld.recipes.jobs import train_job
     from agentworld.train.run import run
 
     lines: list[str] = []
-    job = TrainJob(stage=stage, data=data, out=out, recipe=short_recipe(), init=init)
+    job = train_job(short_recipe(), stage=stage, data=data, out=out, init=init)
     return run(job, log=lines.append, on_event=on_event), lines
 
 

@@ -16,9 +16,10 @@ import pytest
 from agentworld.config import ConfigError
 from agentworld.model.config import ModelConfig
 from agentworld.recipes import debug_cpu, qwen35_a3b
+from agentworld.recipes.jobs import train_job
 from agentworld.train.batch import collate
 from agentworld.train.config import ClusterConfig, TrainConfig
-from agentworld.train.job import TrainJob, plan
+from agentworld.train.job import plan
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -150,23 +151,20 @@ def test_sft_trains_with_its_own_steps_and_learning_rate_where_the_recipe_sets_t
     from agentworld.config import set_overrides
 
     recipe = set_overrides(debug_cpu(), ["train.sft_max_steps=150", "train.sft_learning_rate=5e-4"])
-    sft = TrainJob(stage="sft", data="/d", out="/o", recipe=recipe, init="/i").recipe.train
-    cpt = TrainJob(stage="cpt", data="/d", out="/o", recipe=recipe).recipe.train
+    sft = train_job(recipe, stage="sft", data="/d", out="/o", init="/i").train
+    cpt = train_job(recipe, stage="cpt", data="/d", out="/o").train
     assert (sft.max_steps, sft.learning_rate) == (150, 5e-4)
     assert (cpt.max_steps, cpt.learning_rate) == (40, 1e-3)
     # Unset, SFT shares CPT's; applying it twice changes nothing (a rerun's recipe check).
     assert debug_cpu().train.sft_max_steps == 100
     shared = dataclasses.replace(debug_cpu().train, sft_max_steps=None)
-    plain = TrainJob(
-        stage="sft",
-        data="/d",
-        out="/o",
-        recipe=dataclasses.replace(recipe, train=shared),
-        init="/i",
+    plain = train_job(
+        dataclasses.replace(recipe, train=shared), stage="sft", data="/d", out="/o", init="/i"
     )
-    assert (plain.recipe.train.max_steps, plain.recipe.train.learning_rate) == (40, 1e-3)
-    again = TrainJob(stage="sft", data="/d", out="/o", recipe=recipe, init="/i").recipe
-    assert TrainJob(stage="sft", data="/d", out="/o", recipe=again, init="/i").recipe == again
+    assert (plain.train.max_steps, plain.train.learning_rate) == (40, 1e-3)
+    job = train_job(recipe, stage="sft", data="/d", out="/o", init="/i")
+    assert dataclasses.replace(job, train=job.train) == job
+    assert job.config["train"]["max_steps"] == 150  # the manifest records SFT's own
     with pytest.raises(ConfigError, match="below sft_max_steps 3") as err:
         set_overrides(debug_cpu(), ["train.sft_max_steps=3"])
     assert err.value.field == "train.warmup_steps"
@@ -237,9 +235,7 @@ def test_plan_rejects_missing_data_and_mismatched_inputs(tmp_path, tiny_checkpoi
     from tests.test_train import short_recipe, write_packed
 
     recipe = short_recipe()
-    empty = TrainJob(
-        stage="cpt", data=str(tmp_path / "nothing"), out=str(tmp_path / "o"), recipe=recipe
-    )
+    empty = train_job(recipe, stage="cpt", data=str(tmp_path / "nothing"), out=str(tmp_path / "o"))
     with pytest.raises(ConfigError, match="no packed Parquet shards") as err:
         plan(empty)
     assert err.value.field == "data"
@@ -252,30 +248,28 @@ def test_plan_rejects_missing_data_and_mismatched_inputs(tmp_path, tiny_checkpoi
     )
     long_rows = dataclasses.replace(recipe, train=dataclasses.replace(recipe.train, seq_len=512))
     with pytest.raises(ConfigError) as err:
-        plan(TrainJob(stage="cpt", data=data, out=str(tmp_path / "o"), recipe=long_rows))
+        plan(train_job(long_rows, stage="cpt", data=data, out=str(tmp_path / "o")))
     assert err.value.field == "train.seq_len"
     big_batch = dataclasses.replace(
         recipe, train=dataclasses.replace(recipe.train, micro_batch_size=64)
     )
     with pytest.raises(ConfigError) as err:
-        plan(TrainJob(stage="cpt", data=data, out=str(tmp_path / "o"), recipe=big_batch))
+        plan(train_job(big_batch, stage="cpt", data=data, out=str(tmp_path / "o")))
     assert err.value.field == "train.micro_batch_size"
     with pytest.raises(ConfigError) as err:  # the init checkpoint has 4 experts, not 8-divisible
-        job = TrainJob(
-            stage="sft", data=data, out=str(tmp_path / "o"), init=tiny_checkpoint, recipe=recipe
+        job = train_job(
+            recipe, stage="sft", data=data, out=str(tmp_path / "o"), init=tiny_checkpoint
         )
         wide = dataclasses.replace(
-            recipe,
+            job,
             model=ModelConfig(num_experts=8),
             cluster=dataclasses.replace(recipe.cluster, num_workers=8),
-            train=dataclasses.replace(recipe.train, expert_parallel_size=8),
+            train=dataclasses.replace(job.train, expert_parallel_size=8),
         )
-        plan(dataclasses.replace(job, recipe=wide))
+        plan(wide)
     assert err.value.field == "train.expert_parallel_size"
     ok = plan(
-        TrainJob(
-            stage="sft", data=data, out=str(tmp_path / "o"), init=tiny_checkpoint, recipe=recipe
-        )
+        train_job(recipe, stage="sft", data=data, out=str(tmp_path / "o"), init=tiny_checkpoint)
     )
     assert ok.source.init_url == tiny_checkpoint and ok.train_rows > 0 and ok.eval_rows > 0
 
@@ -315,7 +309,13 @@ def test_a_small_epoch_is_read_once_and_replayed_in_the_same_order(ray_cluster):
     )
     source = ModelSource(init_url=None, tokenizer_url="unused")
     spec = worker.WorkerSpec(
-        stage="cpt", recipe=recipe, source=source, hf_url="unused", rows_per_worker=12
+        stage="cpt",
+        model=recipe.model,
+        train=recipe.train,
+        cluster=recipe.cluster,
+        source=source,
+        hf_url="unused",
+        rows_per_worker=12,
     )
 
     class Counted:  # the real DataIterator, with its epochs counted

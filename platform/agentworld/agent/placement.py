@@ -5,15 +5,12 @@ them) built from the agent's own ``RLConfig``."""
 
 from __future__ import annotations
 
-import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agentworld.agent.config import AgentConfig
 from agentworld.cluster import local_ray
 from agentworld.rl.placement import RLWorkers
-
-if TYPE_CHECKING:  # recipes compose every stage's config: for annotations only
-    from agentworld.recipes.config import Recipe
+from agentworld.train.config import TrainConfig
 
 
 def cluster(num_cpus: int = 4):
@@ -24,7 +21,7 @@ def cluster(num_cpus: int = 4):
     return local_ray(num_cpus=num_cpus)
 
 
-def start_workers(cfg: AgentConfig, recipe: Recipe, init_dir: str) -> Any:
-    """``RLWorkers`` holding ``init_dir``'s weights, sized by ``cfg.rl``."""
-
-    return RLWorkers(dataclasses.replace(recipe, rl=cfg.rl), init_dir)
+def start_workers(cfg: AgentConfig, train: TrainConfig, init_dir: str) -> Any:
+    """``RLWorkers`` holding ``init_dir``'s weights, sized by ``cfg.rl``; ``train``: the
+    learner's model settings."""
+    return RLWorkers(cfg.rl, train, init_dir)

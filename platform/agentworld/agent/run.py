@@ -19,7 +19,7 @@ import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from agentworld.agent.config import AgentConfig
 from agentworld.agent.demos import (
@@ -39,6 +39,7 @@ from agentworld.agent.report import write_report
 from agentworld.agent.tasks import read_tasks, write_tasks
 from agentworld.agent.tasksets import generate_tasks
 from agentworld.agent.world import ConsistentWorld, EngineWorld, ServeWorld
+from agentworld.console import say
 from agentworld.io import (
     is_complete,
     join,
@@ -48,32 +49,264 @@ from agentworld.io import (
     write_manifest,
 )
 from agentworld.model import load_tokenizer, local_model_dir, save_pretrained
-
-if TYPE_CHECKING:  # recipes compose every stage's config: for annotations only
-    from agentworld.recipes.config import Recipe
+from agentworld.train.config import TrainConfig
 
 
 @dataclass(frozen=True, kw_only=True)
 class AgentJob:
+    """One agent-stage run: train agents (or evaluate given ones) against the world model."""
+
     command: Literal["train", "evaluate"]
     out: str
     world_model: str
     """HF checkpoint of the world model: the simulator, and the warm start."""
-    recipe: Recipe
+    cfg: AgentConfig
+    train: TrainConfig
+    """The learner's model settings (the agent's RL settings replace its own)."""
+    config: dict[str, Any] = field(default_factory=dict)
+    """The whole run configuration, recorded in the manifest."""
     data: str | None = None
     """Collected trajectories (record shards) used as demonstrations."""
     agents: dict[str, str] = field(default_factory=dict)
     """evaluate: agent name -> HF checkpoint."""
 
-    @property
-    def cfg(self) -> AgentConfig:
-        return self.recipe.agent
 
+def run(job: AgentJob, *, world: Any = None) -> dict[str, Any]:
+    """Run ``job``; ``world`` (an EngineWorld/ServeWorld, optionally consistent) is used
+    instead of starting one (tests share an engine)."""
 
-def _jsonl(url: str, rows: list[dict[str, Any]]) -> None:
-    write_bytes(
-        url, "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in rows).encode()
+    if is_complete(job.out):
+        say(f"[agent] {job.out} is complete; nothing to do")
+        return read_manifest(job.out)
+    ctx = Context(job, world)
+    try:
+        write_tasks(join(job.out, "tasks.jsonl"), ctx.tasks)
+        body = _train(ctx) if job.command == "train" else _evaluate(ctx)
+        body.update(shared_measures(ctx))
+        _jsonl(join(job.out, "metrics.jsonl"), ctx.metrics)
+        _jsonl(join(job.out, "sim_prompts.jsonl"), [{"messages": m} for m in ctx.world.prompts])
+    finally:
+        ctx.close()
+    body["wm2real"] = {k: v["wm2real"] for k, v in body["agents"].items() if "wm2real" in v}
+    report = {
+        "command": job.command,
+        "world_model": job.world_model,
+        "counts": {
+            "tasks": len(ctx.tasks),
+            "train_tasks": len(ctx.train_tasks),
+            "eval_tasks": len(ctx.eval_tasks),
+        },
+        **body,
+    }
+    paths = write_report(job.out, report)
+    return write_manifest(
+        job.out,
+        stage=f"agent-{job.command}",
+        inputs={"world_model": job.world_model, "data": job.data, "agents": job.agents},
+        config=job.config,
+        counts={
+            **report["counts"],
+            "agents": len(report["agents"]),
+            "probes": report.get("probes", {}).get("probes", 0),
+        },
+        outputs={
+            **paths,
+            "agents": {k: v.get("hf") for k, v in report["agents"].items()},
+            "tasks": join(job.out, "tasks.jsonl"),
+        },
     )
+
+
+def _train(ctx: Context) -> dict[str, Any]:
+    job, cfg = ctx.job, ctx.cfg
+    demos, oracle_success = demonstrations(ctx)
+    say(
+        f"[agent] {len(ctx.train_tasks)} train / {len(ctx.eval_tasks)} held-out tasks, "
+        f"{len(demos)} demonstrations"
+    )
+    warm = [v for v in cfg.variants if v != "cold_sim"]
+    agents: dict[str, Any] = {}
+    if warm:
+        agents.update(run_group(ctx, job.world_model, warm, demos))
+    if "cold_sim" in cfg.variants:
+        cold = build_cold_checkpoint(
+            job.world_model, join(job.out, "_work", "cold-init"), seed=cfg.rl.seed
+        )
+        agents.update(run_group(ctx, cold, ["cold_sim"], demos))
+    return {"agents": agents, "oracle_success": oracle_success, "demonstrations": len(demos)}
+
+
+def _evaluate(ctx: Context) -> dict[str, Any]:
+    agents = {}
+    ro = ctx.cfg.rl.rollout
+    for name, path in ctx.job.agents.items():
+        policy = EnginePolicy(
+            path,
+            temperature=ctx.cfg.eval_temperature,
+            max_new_tokens=ro.max_new_tokens,
+            engine=ro.engine,
+        )
+        try:
+            agents[name] = {"init": path, "real_eval": evaluate_real(ctx, policy, name)}
+        finally:
+            policy.close()
+    return {"agents": agents}
+
+
+def demonstrations(ctx: Context) -> tuple[list[Any], float]:
+    """Transcripts of the collected trajectories and of the oracle episodes, and the
+    oracle episodes' success share in the real environment (a check of the checkers)."""
+
+    out = []
+    if ctx.job.data:
+        out += trajectory_transcripts(read_records(ctx.job.data).records, ctx.renderer)
+    solved = [t for t in ctx.train_tasks if t.solution]
+    envs = ctx.real.take(min(len(solved), ctx.cfg.concurrency)) if solved else []
+    oracle = []
+    for i in range(0, len(solved), max(len(envs), 1)):
+        chunk = solved[i : i + len(envs)]
+        oracle += list(
+            ctx.pool.map(
+                lambda te: replay(te[1], te[0], te[0].solution), zip(chunk, envs, strict=False)
+            )
+        )
+    out += [episode_transcript(ep, ctx.renderer) for ep in oracle]
+    _jsonl(join(ctx.job.out, "episodes", "oracle-real.jsonl"), [e.to_dict() for e in oracle])
+    if not out:
+        raise ValueError("no demonstrations: give --data or tasks with solutions")
+    return out, (sum(e.success for e in oracle) / len(oracle) if oracle else None)
+
+
+def run_group(ctx: Context, init_dir: str, variants: list[str], demos: list[Any]) -> dict[str, Any]:
+    """One set of workers from ``init_dir``: fit the demonstrations once, save that
+    state, and train + evaluate each variant from it."""
+
+    cfg, out = ctx.cfg, ctx.job.out
+    workers = start_workers(cfg, ctx.job.train, init_dir)
+    results: dict[str, Any] = {}
+    try:
+        probe = demos[: min(4, len(demos))]
+        nll0 = action_nll(workers.learners, probe, max_tokens=cfg.demo_max_tokens)
+        fit_demonstrations(
+            workers.learners, demos, steps=cfg.demo_steps, batch=cfg.demo_batch,
+            pad_id=ctx.tokenizer.pad_token_id, max_tokens=cfg.demo_max_tokens, seed=cfg.rl.seed,
+        )  # fmt: skip
+        nll1 = action_nll(workers.learners, probe, max_tokens=cfg.demo_max_tokens)
+        _sync(ctx, workers)
+        ckpt = join(out, "_work", f"demo-{variants[0]}")
+        workers.learners.save(ckpt, "demo")
+        greedy = WorkersPolicy(workers.rollout, temperature=cfg.eval_temperature)
+        for i, v in enumerate(variants):
+            if i:
+                workers.learners.load(ckpt, "demo")
+                _sync(ctx, workers)
+            res: dict[str, Any] = {"init": init_dir, "demo_nll": [nll0, nll1]}
+            sim_eps: list[Any] = []
+            if v != "untrained":
+                res["rl"], sim_eps = train_variant(ctx, workers, v)
+            res["real_eval"] = evaluate_real(ctx, greedy, v)
+            if v in ("sim", "cold_sim"):
+                sim_eps += sim_eval(ctx, greedy, v)
+                res["wm2real"] = wm2real(sim_eps, ctx.make_real, pool=ctx.pool)
+            res["hf"] = workers.learners.export_hf(
+                join(out, "agents", v, "hf"), ctx.job.world_model
+            )
+            results[v] = res
+            say(f"[agent] {v}: real success {res['real_eval']['all']['success_rate']:.2f}")
+    finally:
+        workers.close()
+    return results
+
+
+def train_variant(ctx: Context, workers: Any, variant: str) -> tuple[dict[str, Any], list[Any]]:
+    """RL in the variant's environment; the sim episodes it ran (for WM2Real)."""
+
+    mode = {
+        "sim": "sim",
+        "cold_sim": "sim",
+        "sim_uncontrolled": "sim_uncontrolled",
+        "real": "real",
+    }[variant]
+    policy = WorkersPolicy(workers.rollout)
+    rows, sim_eps = [], []
+    for step in range(ctx.cfg.rl.max_steps):
+        if hasattr(ctx.world, "clear"):
+            ctx.world.clear()  # keys carry the step's seeds: old entries are never hit again
+        metrics, eps = grpo_step(
+            step,
+            ctx.train_tasks,
+            ctx.cfg.rl,
+            workers=workers,
+            rollout=lambda slots, mode=mode: ctx.episodes(slots, mode, policy),
+            sync=lambda: _sync(ctx, workers),
+            pad_id=ctx.tokenizer.pad_token_id,
+        )
+        rows.append({"variant": variant, **metrics})
+        say(
+            f"[agent] {variant} step {step + 1}/{ctx.cfg.rl.max_steps} "
+            f"reward {metrics['reward/mean']:.3f}"
+        )
+        _jsonl(
+            join(ctx.job.out, "episodes", f"{variant}-train-step{step + 1:03d}.jsonl"),
+            [e.to_dict() for e in eps],
+        )
+        if mode != "real":
+            sim_eps += eps
+    ctx.metrics += rows
+    return {
+        "steps": len(rows),
+        "reward_first": rows[0]["reward/mean"],
+        "reward_last": rows[-1]["reward/mean"],
+    }, sim_eps
+
+
+def evaluate_real(ctx: Context, policy: Any, name: str) -> dict[str, Any]:
+    eps = ctx.episodes([Slot(task=t, seed=0) for t in ctx.eval_tasks], "real", policy)
+    _jsonl(join(ctx.job.out, "episodes", f"{name}-eval-real.jsonl"), [e.to_dict() for e in eps])
+    return summarize(eps)
+
+
+def sim_eval(ctx: Context, policy: Any, name: str) -> list[Any]:
+    eps = ctx.episodes([Slot(task=t, seed=0) for t in ctx.eval_tasks], "sim", policy)
+    _jsonl(join(ctx.job.out, "episodes", f"{name}-eval-sim.jsonl"), [e.to_dict() for e in eps])
+    return eps
+
+
+def shared_measures(ctx: Context) -> dict[str, Any]:
+    """Probes against the controlled simulator, and steps/s sim vs real."""
+
+    cfg = ctx.cfg
+    out: dict[str, Any] = {}
+    if cfg.probes:
+        out["probes"] = run_probes(ctx.eval_tasks, lambda: ctx.make_sim(True), pool=ctx.pool)
+    n = cfg.concurrency
+    out["steps_per_s"] = {
+        "sim": steps_per_second(
+            ctx.train_tasks, ctx.envs("sim", n), steps=cfg.speed_steps, pool=ctx.pool
+        ),
+        "real": steps_per_second(
+            ctx.train_tasks, ctx.envs("real", n), steps=cfg.speed_steps, pool=ctx.pool
+        ),
+    }
+    return out
+
+
+def _sync(ctx: Context, workers: Any) -> float:
+    """Push the learner's weights to the engines under a new version; seconds taken."""
+    ctx.version += 1
+    return workers.sync_weights(ctx.version)
+
+
+def build_cold_checkpoint(world_model: str, out_url: str, *, seed: int) -> str:
+    """The world model's architecture and tokenizer, freshly initialized: the
+    warm-start comparison's baseline."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = AutoConfig.from_pretrained(local_model_dir(world_model))
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(config)
+    return save_pretrained(model, load_tokenizer(world_model), out_url)
 
 
 class Context:
@@ -158,242 +391,7 @@ def start_world(job: AgentJob) -> Any:
     return ConsistentWorld(world) if sim.consistent else world
 
 
-def build_cold_checkpoint(world_model: str, out_url: str, *, seed: int) -> str:
-    """The world model's architecture and tokenizer, freshly initialized: the
-    warm-start comparison's baseline."""
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    config = AutoConfig.from_pretrained(local_model_dir(world_model))
-    torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(config)
-    return save_pretrained(model, load_tokenizer(world_model), out_url)
-
-
-def demonstrations(ctx: Context) -> tuple[list[Any], float]:
-    """Transcripts of the collected trajectories and of the oracle episodes, and the
-    oracle episodes' success share in the real environment (a check of the checkers)."""
-
-    out = []
-    if ctx.job.data:
-        out += trajectory_transcripts(read_records(ctx.job.data).records, ctx.renderer)
-    solved = [t for t in ctx.train_tasks if t.solution]
-    envs = ctx.real.take(min(len(solved), ctx.cfg.concurrency)) if solved else []
-    oracle = []
-    for i in range(0, len(solved), max(len(envs), 1)):
-        chunk = solved[i : i + len(envs)]
-        oracle += list(
-            ctx.pool.map(
-                lambda te: replay(te[1], te[0], te[0].solution), zip(chunk, envs, strict=False)
-            )
-        )
-    out += [episode_transcript(ep, ctx.renderer) for ep in oracle]
-    _jsonl(join(ctx.job.out, "episodes", "oracle-real.jsonl"), [e.to_dict() for e in oracle])
-    if not out:
-        raise ValueError("no demonstrations: give --data or tasks with solutions")
-    return out, (sum(e.success for e in oracle) / len(oracle) if oracle else None)
-
-
-def _sync(ctx: Context, workers: Any) -> float:
-    """Push the learner's weights to the engines under a new version; seconds taken."""
-    ctx.version += 1
-    return workers.sync_weights(ctx.version)
-
-
-def evaluate_real(ctx: Context, policy: Any, name: str) -> dict[str, Any]:
-    eps = ctx.episodes([Slot(task=t, seed=0) for t in ctx.eval_tasks], "real", policy)
-    _jsonl(join(ctx.job.out, "episodes", f"{name}-eval-real.jsonl"), [e.to_dict() for e in eps])
-    return summarize(eps)
-
-
-def train_variant(ctx: Context, workers: Any, variant: str) -> tuple[dict[str, Any], list[Any]]:
-    """RL in the variant's environment; the sim episodes it ran (for WM2Real)."""
-
-    mode = {
-        "sim": "sim",
-        "cold_sim": "sim",
-        "sim_uncontrolled": "sim_uncontrolled",
-        "real": "real",
-    }[variant]
-    policy = WorkersPolicy(workers.rollout)
-    rows, sim_eps = [], []
-    for step in range(ctx.cfg.rl.max_steps):
-        if hasattr(ctx.world, "clear"):
-            ctx.world.clear()  # keys carry the step's seeds: old entries are never hit again
-        metrics, eps = grpo_step(
-            step,
-            ctx.train_tasks,
-            ctx.cfg.rl,
-            workers=workers,
-            rollout=lambda slots, mode=mode: ctx.episodes(slots, mode, policy),
-            sync=lambda: _sync(ctx, workers),
-            pad_id=ctx.tokenizer.pad_token_id,
-        )
-        rows.append({"variant": variant, **metrics})
-        print(
-            f"[agent] {variant} step {step + 1}/{ctx.cfg.rl.max_steps} reward {metrics['reward/mean']:.3f}",
-            flush=True,
-        )
-        _jsonl(
-            join(ctx.job.out, "episodes", f"{variant}-train-step{step + 1:03d}.jsonl"),
-            [e.to_dict() for e in eps],
-        )
-        if mode != "real":
-            sim_eps += eps
-    ctx.metrics += rows
-    return {
-        "steps": len(rows),
-        "reward_first": rows[0]["reward/mean"],
-        "reward_last": rows[-1]["reward/mean"],
-    }, sim_eps
-
-
-def sim_eval(ctx: Context, policy: Any, name: str) -> list[Any]:
-    eps = ctx.episodes([Slot(task=t, seed=0) for t in ctx.eval_tasks], "sim", policy)
-    _jsonl(join(ctx.job.out, "episodes", f"{name}-eval-sim.jsonl"), [e.to_dict() for e in eps])
-    return eps
-
-
-def run_group(ctx: Context, init_dir: str, variants: list[str], demos: list[Any]) -> dict[str, Any]:
-    """One set of workers from ``init_dir``: fit the demonstrations once, save that
-    state, and train + evaluate each variant from it."""
-
-    cfg, out = ctx.cfg, ctx.job.out
-    workers = start_workers(cfg, ctx.job.recipe, init_dir)
-    results: dict[str, Any] = {}
-    try:
-        probe = demos[: min(4, len(demos))]
-        nll0 = action_nll(workers.learners, probe, max_tokens=cfg.demo_max_tokens)
-        fit_demonstrations(
-            workers.learners, demos, steps=cfg.demo_steps, batch=cfg.demo_batch,
-            pad_id=ctx.tokenizer.pad_token_id, max_tokens=cfg.demo_max_tokens, seed=cfg.rl.seed,
-        )  # fmt: skip
-        nll1 = action_nll(workers.learners, probe, max_tokens=cfg.demo_max_tokens)
-        _sync(ctx, workers)
-        ckpt = join(out, "_work", f"demo-{variants[0]}")
-        workers.learners.save(ckpt, "demo")
-        greedy = WorkersPolicy(workers.rollout, temperature=cfg.eval_temperature)
-        for i, v in enumerate(variants):
-            if i:
-                workers.learners.load(ckpt, "demo")
-                _sync(ctx, workers)
-            res: dict[str, Any] = {"init": init_dir, "demo_nll": [nll0, nll1]}
-            sim_eps: list[Any] = []
-            if v != "untrained":
-                res["rl"], sim_eps = train_variant(ctx, workers, v)
-            res["real_eval"] = evaluate_real(ctx, greedy, v)
-            if v in ("sim", "cold_sim"):
-                sim_eps += sim_eval(ctx, greedy, v)
-                res["wm2real"] = wm2real(sim_eps, ctx.make_real, pool=ctx.pool)
-            res["hf"] = workers.learners.export_hf(
-                join(out, "agents", v, "hf"), ctx.job.world_model
-            )
-            results[v] = res
-            print(
-                f"[agent] {v}: real success {res['real_eval']['all']['success_rate']:.2f}",
-                flush=True,
-            )
-    finally:
-        workers.close()
-    return results
-
-
-def shared_measures(ctx: Context) -> dict[str, Any]:
-    """Probes against the controlled simulator, and steps/s sim vs real."""
-
-    cfg = ctx.cfg
-    out: dict[str, Any] = {}
-    if cfg.probes:
-        out["probes"] = run_probes(ctx.eval_tasks, lambda: ctx.make_sim(True), pool=ctx.pool)
-    n = cfg.concurrency
-    out["steps_per_s"] = {
-        "sim": steps_per_second(
-            ctx.train_tasks, ctx.envs("sim", n), steps=cfg.speed_steps, pool=ctx.pool
-        ),
-        "real": steps_per_second(
-            ctx.train_tasks, ctx.envs("real", n), steps=cfg.speed_steps, pool=ctx.pool
-        ),
-    }
-    return out
-
-
-def _train(ctx: Context) -> dict[str, Any]:
-    job, cfg = ctx.job, ctx.cfg
-    demos, oracle_success = demonstrations(ctx)
-    print(
-        f"[agent] {len(ctx.train_tasks)} train / {len(ctx.eval_tasks)} held-out tasks, {len(demos)} demonstrations",
-        flush=True,
-    )
-    warm = [v for v in cfg.variants if v != "cold_sim"]
-    agents: dict[str, Any] = {}
-    if warm:
-        agents.update(run_group(ctx, job.world_model, warm, demos))
-    if "cold_sim" in cfg.variants:
-        cold = build_cold_checkpoint(
-            job.world_model, join(job.out, "_work", "cold-init"), seed=cfg.rl.seed
-        )
-        agents.update(run_group(ctx, cold, ["cold_sim"], demos))
-    return {"agents": agents, "oracle_success": oracle_success, "demonstrations": len(demos)}
-
-
-def _evaluate(ctx: Context) -> dict[str, Any]:
-    agents = {}
-    ro = ctx.cfg.rl.rollout
-    for name, path in ctx.job.agents.items():
-        policy = EnginePolicy(
-            path,
-            temperature=ctx.cfg.eval_temperature,
-            max_new_tokens=ro.max_new_tokens,
-            engine=ro.engine,
-        )
-        try:
-            agents[name] = {"init": path, "real_eval": evaluate_real(ctx, policy, name)}
-        finally:
-            policy.close()
-    return {"agents": agents}
-
-
-def run(job: AgentJob, *, world: Any = None) -> dict[str, Any]:
-    """Run ``job``; ``world`` (an EngineWorld/ServeWorld, optionally consistent) is used
-    instead of starting one (tests share an engine)."""
-
-    if is_complete(job.out):
-        print(f"[agent] {job.out} is complete; nothing to do", flush=True)
-        return read_manifest(job.out)
-    ctx = Context(job, world)
-    try:
-        write_tasks(join(job.out, "tasks.jsonl"), ctx.tasks)
-        body = _train(ctx) if job.command == "train" else _evaluate(ctx)
-        body.update(shared_measures(ctx))
-        _jsonl(join(job.out, "metrics.jsonl"), ctx.metrics)
-        _jsonl(join(job.out, "sim_prompts.jsonl"), [{"messages": m} for m in ctx.world.prompts])
-    finally:
-        ctx.close()
-    body["wm2real"] = {k: v["wm2real"] for k, v in body["agents"].items() if "wm2real" in v}
-    report = {
-        "command": job.command,
-        "world_model": job.world_model,
-        "counts": {
-            "tasks": len(ctx.tasks),
-            "train_tasks": len(ctx.train_tasks),
-            "eval_tasks": len(ctx.eval_tasks),
-        },
-        **body,
-    }
-    paths = write_report(job.out, report)
-    return write_manifest(
-        job.out,
-        stage=f"agent-{job.command}",
-        inputs={"world_model": job.world_model, "data": job.data, "agents": job.agents},
-        config=job.recipe,
-        counts={
-            **report["counts"],
-            "agents": len(report["agents"]),
-            "probes": report.get("probes", {}).get("probes", 0),
-        },
-        outputs={
-            **paths,
-            "agents": {k: v.get("hf") for k, v in report["agents"].items()},
-            "tasks": join(job.out, "tasks.jsonl"),
-        },
+def _jsonl(url: str, rows: list[dict[str, Any]]) -> None:
+    write_bytes(
+        url, "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in rows).encode()
     )

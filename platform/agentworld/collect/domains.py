@@ -9,14 +9,10 @@ its keys), and a domain's dependencies load only when that domain is recorded.
 from __future__ import annotations
 
 import importlib
+import random
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    import random
-    from collections.abc import Callable
-
-    from agentworld.collect.env import Environment, Task
+from typing import Any
 
 _TOOL_CALL = 'Reply with exactly one tool call as JSON: {"name": ..., "arguments": {...}}.'
 
@@ -38,11 +34,14 @@ class Domain:
     """Workspace resources (a key prefix) dropped after a failed episode: a server that
     broke mid-call must not fail the rest of the chunk."""
 
-    def environment_class(self) -> type[Environment]:
+    def environment_class(self) -> type:
+        """The ``agentworld.collect.env.Environment`` subclass (not annotated as one: the
+        config reads this table, and env.py imports the config)."""
         module, _, name = self.environment.partition(":")
         return getattr(importlib.import_module(module), name)
 
-    def playbook_table(self) -> dict[str, Callable[[random.Random], Task]]:
+    def playbook_table(self) -> dict[str, Callable[[random.Random], Any]]:
+        """Family name -> the function drawing a ``Task`` from a seeded generator."""
         return importlib.import_module(self.playbooks).PLAYBOOKS
 
 

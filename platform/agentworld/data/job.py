@@ -9,14 +9,12 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agentworld.data.config import DataConfig
 from agentworld.io import exists, join, read_bytes, write_bytes
 from agentworld.io.storage import remove
-
-if TYPE_CHECKING:
-    from agentworld.recipes.config import Recipe
+from agentworld.model.config import ModelConfig
 
 # Settings that may change between a killed run and its resumption.
 _RUNTIME_ONLY = ("num_workers", "block_records", "split_bytes", "progress_bars")
@@ -28,12 +26,14 @@ class PrepareJob:
 
     inputs: tuple[str, ...]
     out: str
-    recipe: Recipe
+    data: DataConfig
+    model: ModelConfig
+    """The model the samples are for: its tokenizer (``pretrained``) or vocabulary size."""
+    seq_len: int
+    """Training sequence length (train.seq_len): samples are cut and packed to it."""
     eval_sets: tuple[str, ...] = ()
-
-    @property
-    def data(self) -> DataConfig:
-        return self.recipe.data
+    recipe_name: str = "custom"
+    """Recorded in the manifest."""
 
     def fingerprint(self) -> dict[str, Any]:
         data = {k: v for k, v in dataclasses.asdict(self.data).items() if k not in _RUNTIME_ONLY}
@@ -41,9 +41,9 @@ class PrepareJob:
             "inputs": list(self.inputs),
             "eval_sets": list(self.eval_sets),
             "data": json.loads(json.dumps(data)),
-            "seq_len": self.recipe.train.seq_len,
-            "vocab_size": self.recipe.model.vocab_size,
-            "pretrained": self.recipe.model.pretrained,
+            "seq_len": self.seq_len,
+            "vocab_size": self.model.vocab_size,
+            "pretrained": self.model.pretrained,
         }
 
 

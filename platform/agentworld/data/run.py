@@ -31,7 +31,7 @@ from agentworld.data.steps import (
     pack,
     samples,
     tokenize,
-    tokenizer,
+    train_tokenizer,
 )
 from agentworld.data.steps.base import Done, Step, StepContext
 from agentworld.io import exists, is_complete, read_bytes, write_bytes, write_manifest
@@ -41,7 +41,7 @@ STEPS: tuple[Step, ...] = (
     dedup.STEP,
     count.STEP,
     audit.STEP,
-    tokenizer.STEP,
+    train_tokenizer.STEP,
     tokenize.STEP,
     pack.STEP,
     samples.STEP,
@@ -86,7 +86,7 @@ def write_report(ctx: StepContext, done: Done) -> dict[str, Any]:
     """report.json, the printed table, manifest.json; returns the report."""
 
     job, run_dir = ctx.job, ctx.run_dir
-    seq_len = job.recipe.train.seq_len
+    seq_len = job.seq_len
     tokens, shards = done[tokenize.TokenizeResult].rows, done[pack.PackResult].shards
     report = state_tables(done[count.CountResult].states)
     report["dedup"] = done[dedup.DedupResult].to_json()
@@ -94,7 +94,7 @@ def write_report(ctx: StepContext, done: Done) -> dict[str, Any]:
     report["sft_drop_rates"] = sft_drop_rates(tokens)
     report["packing"] = packing_tables(pa.Table.from_pylist(shards), seq_len) if shards else {}
     report["eval_threshold"] = done[count.CountResult].eval_threshold
-    report["tokenizer"] = done[tokenizer.TokenizerResult].to_json()
+    report["tokenizer"] = done[train_tokenizer.TokenizerResult].to_json()
     write_bytes(
         run_dir.url("report.json"),
         json.dumps(report, indent=2, sort_keys=True).encode(),
@@ -109,7 +109,7 @@ def write_report(ctx: StepContext, done: Done) -> dict[str, Any]:
         job.out,
         stage="prepare",
         inputs={"inputs": list(job.inputs), "eval_sets": list(job.eval_sets)},
-        config={"recipe": job.recipe.name, "seq_len": seq_len, "data": job.data},
+        config={"recipe": job.recipe_name, "seq_len": seq_len, "data": job.data},
         counts={**report["totals"], "tokens": _token_totals(report)},
         outputs={**outputs, "report": run_dir.url("report.json")},
         **run_dir.storage_options,

@@ -9,10 +9,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from agentworld.rl.config import RLConfig
 from agentworld.rl.data import Context, choose_contexts
 from agentworld.rl.learner import TrainBatch
 from agentworld.rl.rewards import (
@@ -24,9 +25,6 @@ from agentworld.rl.rewards import (
     score,
 )
 from agentworld.rl.rollout import Completion
-
-if TYPE_CHECKING:
-    from agentworld.recipes.config import Recipe
 
 
 def build_batch(
@@ -97,7 +95,7 @@ def advantage_arrays(
 class Trainer:
     """One RL run over ``workers`` (an ``RLWorkers`` or anything with its methods)."""
 
-    recipe: Recipe
+    rl: RLConfig
     workers: Any
     contexts: Sequence[Context]
     rewards: dict[str, RewardFn]
@@ -106,7 +104,7 @@ class Trainer:
     checkpoint: Callable[[int], None] | None = None
 
     def run(self, start_step: int, end_step: int) -> None:
-        rl = self.recipe.rl
+        rl = self.rl
         for step in range(start_step, end_step):
             metrics = self.step(step)
             self.log(step, metrics)
@@ -115,7 +113,7 @@ class Trainer:
                 self.checkpoint(done)
 
     def step(self, step: int) -> dict[str, float]:
-        rl = self.recipe.rl
+        rl = self.rl
         t0 = time.perf_counter()
         ctxs = choose_contexts(self.contexts, rl.contexts_per_step, seed=rl.seed, step=step)
         completions = self.workers.rollout.generate(
@@ -150,7 +148,7 @@ class Trainer:
 
     def _weights(self) -> tuple[dict[str, float], frozenset[str]]:
         """The rewards' weights, and the names of the gates."""
-        specs = self.recipe.rl.rewards
+        specs = self.rl.rewards
         return {s.name: s.weight for s in specs}, frozenset(s.name for s in specs if s.gate)
 
 

@@ -16,9 +16,16 @@ from agentworld.io.manifest import _jsonable
 
 
 class MetricsLog:
-    def __init__(self, out_url: str, *, config: Any, start_step: int, use_wandb: bool) -> None:
+    def __init__(
+        self,
+        out_url: str,
+        *,
+        config: Any,
+        start_step: int,
+        use_wandb: bool,
+        max_steps: int | None = None,
+    ) -> None:
         self.url = join(out_url, "metrics.jsonl")
-        max_steps = getattr(getattr(config, "rl", None), "max_steps", None)
         self.progress = Progress("rl", max_steps, "steps", every_s=0.0)
         self.rows = [r for r in self._read() if r["step"] < start_step]
         self.run = _wandb_run(out_url, config) if use_wandb else None

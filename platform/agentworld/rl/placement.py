@@ -18,23 +18,22 @@ from __future__ import annotations
 import os
 import socket
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from agentworld.rl.config import RLConfig
 from agentworld.rl.learner import Learner, TrainBatch
 from agentworld.rl.rollout import Completion, RolloutEngine
-
-if TYPE_CHECKING:
-    from agentworld.recipes.config import Recipe
+from agentworld.train.config import TrainConfig
 
 
-def build_placement_group(recipe: Recipe, *, timeout_s: float = 600.0) -> Any:
+def build_placement_group(rl: RLConfig, *, timeout_s: float = 600.0) -> Any:
     """Bundles: engines first (index i), then learner ranks (index n_engines + r)."""
     import ray
     from ray.util.placement_group import placement_group
 
-    en, le = recipe.rl.rollout.engine, recipe.rl.learner
+    en, le = rl.rollout.engine, rl.learner
     engine = {"CPU": en.cpus_per_replica} | (
         {"GPU": en.gpus_per_replica} if en.gpus_per_replica else {}
     )
@@ -44,13 +43,13 @@ def build_placement_group(recipe: Recipe, *, timeout_s: float = 600.0) -> Any:
     bundles = [dict(engine) for _ in range(en.replicas)] + [
         dict(learner) for _ in range(le.num_learners)
     ]
-    pg = placement_group(bundles, strategy=recipe.rl.placement_strategy, name="agentworld-rl")
+    pg = placement_group(bundles, strategy=rl.placement_strategy, name="agentworld-rl")
     try:
         gather([pg.ready()], "rl placement group", timeout_s=timeout_s)
     except TimeoutError:
         ray.util.remove_placement_group(pg)
         raise RuntimeError(
-            f"rl placement group {bundles} ({recipe.rl.placement_strategy}) could not be "
+            f"rl placement group {bundles} ({rl.placement_strategy}) could not be "
             f"placed within {timeout_s:.0f}s; cluster resources: {ray.cluster_resources()}"
         ) from None
     return pg
@@ -96,11 +95,11 @@ def _actor_env() -> dict[str, str]:
 class RolloutGroup:
     """N vLLM engines; prompts are spread over them round-robin."""
 
-    def __init__(self, pg: Any, recipe: Recipe, model_dir: str) -> None:
+    def __init__(self, pg: Any, rl: RLConfig, model_dir: str) -> None:
         import ray
 
-        ro = recipe.rl.rollout
-        self.timeout_s = recipe.rl.call_timeout_s
+        ro = rl.rollout
+        self.timeout_s = rl.call_timeout_s
         cls = ray.remote(RolloutEngine)
         self.engines = [
             cls.options(
@@ -108,7 +107,7 @@ class RolloutGroup:
                 num_gpus=ro.engine.gpus_per_replica,
                 runtime_env={"env_vars": _actor_env()},
                 scheduling_strategy=_in_bundle(pg, i),
-            ).remote(model_dir, ro, seed=recipe.rl.seed + i)
+            ).remote(model_dir, ro, seed=rl.seed + i)
             for i in range(ro.engine.replicas)
         ]
 
@@ -160,11 +159,11 @@ class RolloutGroup:
 class LearnerGroup:
     """M DeepSpeed ranks rendezvousing over torch.distributed (gloo on CPU)."""
 
-    def __init__(self, pg: Any, recipe: Recipe, model_dir: str) -> None:
+    def __init__(self, pg: Any, rl: RLConfig, train: TrainConfig, model_dir: str) -> None:
         import ray
 
-        le, first = recipe.rl.learner, recipe.rl.rollout.engine.replicas
-        self.timeout_s = recipe.rl.call_timeout_s
+        le, first = rl.learner, rl.rollout.engine.replicas
+        self.timeout_s = rl.call_timeout_s
         cls = ray.remote(Learner)
         addr, port = _rendezvous_address(pg, first, timeout_s=self.timeout_s)
         self.ranks = [
@@ -175,8 +174,8 @@ class LearnerGroup:
                 scheduling_strategy=_in_bundle(pg, first + r),
             ).remote(
                 model_dir,
-                recipe.rl,
-                recipe.train,
+                rl,
+                train,
                 rank=r,
                 world_size=le.num_learners,
                 master_addr=addr,
@@ -251,12 +250,14 @@ class RLWorkers:
     """The placement group, the engines and the learner group of one run, and the weight
     sync between them. Build once, use for many steps (and, in tests, several runs)."""
 
-    def __init__(self, recipe: Recipe, model_dir: str) -> None:
-        self.recipe = recipe
-        self.pg = build_placement_group(recipe)
+    def __init__(self, rl: RLConfig, train: TrainConfig, model_dir: str) -> None:
+        """``rl``: the groups and their timeouts; ``train``: the learner's model settings
+        (RL's learning rate and expert parallelism replace its own)."""
+        self.rl = rl
+        self.pg = build_placement_group(rl)
         try:
-            self.rollout = RolloutGroup(self.pg, recipe, model_dir)
-            self.learners = LearnerGroup(self.pg, recipe, model_dir)
+            self.rollout = RolloutGroup(self.pg, rl, model_dir)
+            self.learners = LearnerGroup(self.pg, rl, train, model_dir)
             # Engines and learner ranks start side by side; wait for all of them.
             self.rollout.versions()
             self.learners.ready()
@@ -268,7 +269,7 @@ class RLWorkers:
         """Push the learner's weights to every engine; seconds taken."""
         t0 = time.perf_counter()
         self.rollout.load_weights(
-            self.learners.weights_ref(), version, timeout_s=self.recipe.rl.weight_sync_timeout_s
+            self.learners.weights_ref(), version, timeout_s=self.rl.weight_sync_timeout_s
         )
         return time.perf_counter() - t0
 

@@ -4,21 +4,20 @@ resume from the newest checkpoint, train, export the policy as an HF checkpoint 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
 from agentworld.console import say
 from agentworld.io import is_complete, join, read_manifest, write_jsonl, write_manifest
 from agentworld.model import load_tokenizer
 from agentworld.rl import checkpoint
+from agentworld.rl.config import RLConfig, RolloutConfig
 from agentworld.rl.data import load_contexts, tokenize_contexts
 from agentworld.rl.loop import Trainer
 from agentworld.rl.metrics_log import MetricsLog
 from agentworld.rl.placement import RLWorkers
 from agentworld.rl.rewards import build_rewards
-
-if TYPE_CHECKING:
-    from agentworld.recipes.config import Recipe
+from agentworld.train.config import TrainConfig
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -31,11 +30,16 @@ class RLJob:
     """HF checkpoint to start from (the SFT stage's ``<out>/hf``)."""
     out: str
     """Run directory: metrics.jsonl, checkpoints/, hf/, quarantine/, manifest.json."""
-    recipe: Recipe
+    rl: RLConfig
+    train: TrainConfig
+    """The learner's model settings (RL's learning rate and expert parallelism replace
+    its own)."""
+    config: dict[str, Any] = field(default_factory=dict)
+    """The whole run configuration, recorded in the manifest and in wandb."""
 
 
 def prepare_contexts(
-    data_url: str, tokenizer: Any, recipe: Recipe, out_url: str
+    data_url: str, tokenizer: Any, rollout: RolloutConfig, out_url: str
 ) -> tuple[list[Any], int]:
     """Valid, tokenized contexts and the count left out (bad rows, over-long prompts and
     observations longer than a rollout may write, written to quarantine/)."""
@@ -44,8 +48,8 @@ def prepare_contexts(
     contexts = tokenize_contexts(
         loaded.contexts,
         tokenizer,
-        max_prompt_tokens=recipe.rl.rollout.max_prompt_tokens,
-        max_new_tokens=recipe.rl.rollout.max_new_tokens,
+        max_prompt_tokens=rollout.max_prompt_tokens,
+        max_new_tokens=rollout.max_new_tokens,
         result=loaded,
     )
     if loaded.rejected:
@@ -60,21 +64,20 @@ def prepare_contexts(
 
 
 def run(job: RLJob, *, workers: Any = None, stop_after: int | None = None) -> dict[str, Any]:
-    """Train to ``recipe.rl.max_steps`` and return the manifest (or stop early after step
+    """Train to ``rl.max_steps`` and return the manifest (or stop early after step
     ``stop_after``, as a killed run would). ``workers``: an ``RLWorkers`` to reuse,
     holding the weights of ``job.init`` or of this run's newest checkpoint; by default
     one is started and closed."""
 
-    data_url, init_url, out_url, recipe = job.data, job.init, job.out, job.recipe
+    data_url, init_url, out_url, rl = job.data, job.init, job.out, job.rl
     if is_complete(out_url):
         say(f"[rl] {out_url} is complete; nothing to do")
         return read_manifest(out_url)
-    rl = recipe.rl
     tokenizer = load_tokenizer(init_url)
-    contexts, rejected = prepare_contexts(data_url, tokenizer, recipe, out_url)
+    contexts, rejected = prepare_contexts(data_url, tokenizer, rl.rollout, out_url)
     rewards = build_rewards(rl)
     own = workers is None
-    workers = workers or RLWorkers(recipe, init_url)
+    workers = workers or RLWorkers(rl, job.train, init_url)
     log = None
     try:
         start = checkpoint.latest_step(out_url)
@@ -82,9 +85,11 @@ def run(job: RLJob, *, workers: Any = None, stop_after: int | None = None) -> di
             checkpoint.load(workers, out_url, start)
             workers.sync_weights(start)
             say(f"[rl] resumed from step {start}")
-        log = MetricsLog(out_url, config=recipe, start_step=start, use_wandb=rl.wandb)
+        log = MetricsLog(
+            out_url, config=job.config, max_steps=rl.max_steps, use_wandb=rl.wandb, start_step=start
+        )
         trainer = Trainer(
-            recipe=recipe,
+            rl=rl,
             workers=workers,
             contexts=contexts,
             rewards=rewards,
@@ -104,28 +109,28 @@ def run(job: RLJob, *, workers: Any = None, stop_after: int | None = None) -> di
             log.close()
         if own:
             workers.close()
-    return _finish(out_url, data_url, init_url, recipe, log.rows, len(contexts), rejected, hf)
+    return _finish(job, log.rows, len(contexts), rejected, hf)
 
 
-def _finish(out_url, data_url, init_url, recipe, rows, n_contexts, rejected, hf) -> dict[str, Any]:
-    first, last = rows[0], rows[-1]
+def _finish(job: RLJob, rows, n_contexts, rejected, hf) -> dict[str, Any]:
+    first, last, rl = rows[0], rows[-1], job.rl
     return write_manifest(
-        out_url,
+        job.out,
         stage="rl",
-        inputs={"data": data_url, "init": init_url},
-        config=recipe,
+        inputs={"data": job.data, "init": job.init},
+        config=job.config,
         counts={
             "steps": len(rows),
             "contexts": n_contexts,
             "rejected_contexts": rejected,
-            "predictions": len(rows) * recipe.rl.contexts_per_step * recipe.rl.group_size,
+            "predictions": len(rows) * rl.contexts_per_step * rl.group_size,
             "excluded_predictions": sum(r["predictions/excluded"] for r in rows),
             "reward_first": first["reward/total"],
             "reward_last": last["reward/total"],
         },
         outputs={
             "hf": hf,
-            "metrics": join(out_url, "metrics.jsonl"),
-            "checkpoints": join(out_url, "checkpoints"),
+            "metrics": join(job.out, "metrics.jsonl"),
+            "checkpoints": join(job.out, "checkpoints"),
         },
     )

@@ -104,6 +104,7 @@ class Guard:
     def _record(self, path: str, team: str, code: int, seconds: float) -> None:
         try:
             if self._metrics is None:
+                # not at the top: it brings ray into this light module
                 from agentworld.sim.placement import request_metrics
 
                 self._metrics = request_metrics()

@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agentworld.model import build_model as build_fresh
 from agentworld.model import load_model, load_tokenizer
+from agentworld.model.config import ModelConfig
+from agentworld.train.config import ClusterConfig, TrainConfig
 from agentworld.train.ds_config import deepspeed_config
 from agentworld.train.loss import warmup_cosine
-
-if TYPE_CHECKING:  # recipes compose every stage's config: for annotations only
-    from agentworld.recipes.config import Recipe
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -27,27 +26,27 @@ class ModelSource:
     None builds a fresh model from the recipe's shape."""
 
 
-def build_model(recipe: Recipe, source: ModelSource):
-    """(model, tokenizer): fp32 weights (DeepSpeed casts for bf16 runs)."""
+def build_model(shape: ModelConfig, train: TrainConfig, source: ModelSource):
+    """(model, tokenizer): fp32 weights (DeepSpeed casts for bf16 runs); a fresh model
+    of ``shape`` unless the source has a checkpoint."""
     import torch
 
     tokenizer = load_tokenizer(source.tokenizer_url)
     if source.init_url:
         model = load_model(source.init_url, dtype=torch.float32)
     else:
-        model = build_fresh(recipe.model, tokenizer, seed=recipe.train.seed)
-    model.set_attn_implementation(recipe.train.attn_implementation)
+        model = build_fresh(shape, tokenizer, seed=train.seed)
+    model.set_attn_implementation(train.attn_implementation)
     model.config.use_cache = False
     return model, tokenizer
 
 
-def build_engine(model, recipe: Recipe, world_size: int):
-    """deepspeed.initialize with the recipe's ZeRO stage, precision, expert parallelism,
+def build_engine(model, train: TrainConfig, cluster: ClusterConfig, world_size: int):
+    """deepspeed.initialize with the run's ZeRO stage, precision, expert parallelism,
     AdamW and the warm-up + cosine schedule (stepped once per optimizer step)."""
     import deepspeed
     from torch.optim.lr_scheduler import LambdaLR
 
-    train = recipe.train
     schedule = functools.partial(
         warmup_cosine,
         warmup_steps=train.warmup_steps,
@@ -57,7 +56,7 @@ def build_engine(model, recipe: Recipe, world_size: int):
     engine, *_ = deepspeed.initialize(
         model=model,
         model_parameters=[p for p in model.parameters() if p.requires_grad],
-        config=deepspeed_config(train, recipe.cluster, world_size),
+        config=deepspeed_config(train, cluster, world_size),
         lr_scheduler=lambda optimizer: LambdaLR(optimizer, schedule),
     )
     return engine

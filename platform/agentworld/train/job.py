@@ -6,16 +6,15 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Any, Literal
 
 import pyarrow.parquet as pq
 
 from agentworld.config import ConfigError
 from agentworld.io import exists, get_fs, join, read_bytes
+from agentworld.model.config import ModelConfig
+from agentworld.train.config import ClusterConfig, TrainConfig
 from agentworld.train.engine import ModelSource
-
-if TYPE_CHECKING:  # recipes compose every stage's config: imported for the annotation only
-    from agentworld.recipes.config import Recipe
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -27,9 +26,17 @@ class TrainJob:
     """The prepare stage's output (holds tokenizer/ and packed/<stage>/{train,eval}/)."""
     out: str
     """Run directory: checkpoints/, hf/, wandb/, manifest.json."""
-    recipe: Recipe
+    model: ModelConfig
+    """The model's shape (a fresh model) and ``pretrained`` (CPT's starting point)."""
+    train: TrainConfig
+    """The training settings; the stage's own (TrainConfig.for_stage) once constructed."""
+    cluster: ClusterConfig
     init: str | None = None
     """HF checkpoint to start from; SFT requires it (the CPT export, ``<cpt out>/hf``)."""
+    name: str = "custom"
+    """The run configuration's name (the wandb run is ``<stage>-<name>``)."""
+    config: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """The whole run configuration, recorded in the manifest and in wandb."""
 
     def __post_init__(self) -> None:
         if self.stage not in ("cpt", "sft"):
@@ -40,10 +47,9 @@ class TrainJob:
             raise ConfigError("out", "required: the URL of the run directory")
         if self.stage == "sft" and not self.init:
             raise ConfigError("init", "SFT starts from a CPT export: pass --init <cpt out>/hf")
-        # Everything downstream reads recipe.train: SFT's own steps and learning rate
+        # Everything downstream reads self.train: SFT's own steps and learning rate
         # replace the shared ones here, once.
-        train = self.recipe.train.for_stage(self.stage)
-        object.__setattr__(self, "recipe", dataclasses.replace(self.recipe, train=train))
+        object.__setattr__(self, "train", self.train.for_stage(self.stage))
 
     def url(self, *parts: str) -> str:
         return join(self.data, *parts)
@@ -99,7 +105,7 @@ def _hf_dir(url: str, field_name: str) -> str:
 
 def _model_source(job: TrainJob) -> ModelSource:
     init_field = "init" if job.init else "model.pretrained"
-    init = job.init or job.recipe.model.pretrained
+    init = job.init or job.model.pretrained
     init = _hf_dir(init, init_field) if init else None
     tokenizer = init if job.init else job.url("tokenizer")
     if not exists(join(tokenizer, "tokenizer.json")):
@@ -109,7 +115,7 @@ def _model_source(job: TrainJob) -> ModelSource:
     if init:
         config = json.loads(read_bytes(join(init, "config.json")))
         experts = config.get("num_experts", config.get("num_local_experts", 0))
-        ep = job.recipe.train.expert_parallel_size
+        ep = job.train.expert_parallel_size
         if experts % ep:
             raise ConfigError(
                 "train.expert_parallel_size",
@@ -119,8 +125,8 @@ def _model_source(job: TrainJob) -> ModelSource:
 
 
 def plan(job: TrainJob) -> DataPlan:
-    """Check the data, the starting point and the batch geometry against the recipe."""
-    train = job.recipe.train
+    """Check the data, the starting point and the batch geometry against the job."""
+    train = job.train
     train_url = job.url("packed", job.stage, "train")
     eval_url = job.url("packed", job.stage, "eval")
     train_rows, seq_len = _parquet_rows(train_url, "data")
@@ -131,7 +137,7 @@ def plan(job: TrainJob) -> DataPlan:
             "train.seq_len",
             f"{train.seq_len} but the packed rows under {train_url} hold {seq_len} tokens",
         )
-    workers = job.recipe.cluster.num_workers
+    workers = job.cluster.num_workers
     if train_rows // workers < train.micro_batch_size:
         raise ConfigError(
             "train.micro_batch_size",

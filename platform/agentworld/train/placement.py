@@ -106,7 +106,7 @@ def build_trainer(train_fn, spec, *, train_data, held_out, events, out_url: str,
     from ray.train import CheckpointConfig, DataConfig, FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchConfig, TorchTrainer
 
-    cluster, train = spec.recipe.cluster, spec.recipe.train
+    cluster, train = spec.cluster, spec.train
     resources = {"CPU": cluster.cpus_per_worker}
     if cluster.use_gpu:
         resources["GPU"] = cluster.gpus_per_worker

@@ -5,11 +5,10 @@ one resumes from the newest checkpoint under ``<out>/checkpoints``."""
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import tempfile
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agentworld import cli
 from agentworld.cluster import local_ray
@@ -21,16 +20,13 @@ from agentworld.train.job import plan as make_plan
 from agentworld.train.progress import Progress
 from agentworld.train.worker import WorkerSpec, train_loop_per_worker
 
-if TYPE_CHECKING:  # recipes compose every stage's config: for annotations only
-    from agentworld.recipes.config import Recipe
-
 
 @contextlib.contextmanager
 def wandb_run(job: TrainJob, plan: DataPlan) -> Iterator[Any]:
     """A wandb run with the full configuration (offline unless the recipe says
     otherwise); its files end up under ``<out>/wandb``."""
 
-    train = job.recipe.train
+    train = job.train
     if train.wandb_mode == "disabled":
         yield None
         return
@@ -42,12 +38,10 @@ def wandb_run(job: TrainJob, plan: DataPlan) -> Iterator[Any]:
     )
     os.makedirs(directory, exist_ok=True)
     config = {"stage": job.stage, "data": job.data, "out": job.out, "init": plan.source.init_url}
-    config.update(
-        recipe=dataclasses.asdict(job.recipe), train_rows=plan.train_rows, eval_rows=plan.eval_rows
-    )
+    config.update(recipe=job.config, train_rows=plan.train_rows, eval_rows=plan.eval_rows)
     run = wandb.init(
         project=train.wandb_project,
-        name=f"{job.stage}-{job.recipe.name}",
+        name=f"{job.stage}-{job.name}",
         mode=train.wandb_mode,
         dir=directory,
         config=config,
@@ -75,10 +69,12 @@ def _fit(job: TrainJob, plan: DataPlan, log, on_event):
 
     spec = WorkerSpec(
         stage=job.stage,
-        recipe=job.recipe,
+        model=job.model,
+        train=job.train,
+        cluster=job.cluster,
         source=plan.source,
         hf_url=join(job.out, "hf"),
-        rows_per_worker=plan.train_rows // job.recipe.cluster.num_workers,
+        rows_per_worker=plan.train_rows // job.cluster.num_workers,
         env=storage_env(),
     )
     queue = event_queue()
@@ -114,7 +110,7 @@ def run(
         log(f"[{job.stage}] {job.out} is complete; nothing to do")
         return read_manifest(job.out)
     plan = make_plan(job)
-    check_resources(job.recipe.cluster)
+    check_resources(job.cluster)
     result, history = _fit(job, plan, log, on_event)
     metrics = result.metrics or history.last
     counts = {
@@ -131,7 +127,7 @@ def run(
         job.out,
         stage=job.stage,
         inputs={"data": job.data, "init": plan.source.init_url},
-        config=job.recipe,
+        config=job.config,
         counts=counts,
         outputs={
             "hf": join(job.out, "hf"),
@@ -168,13 +164,11 @@ def job_parser(doc: str | None, *, init_help: str):
     return p
 
 
-def run_locally(stage: str, args, recipe: Recipe) -> int:
-    """What jobs/cpt.py and jobs/sft.py do once parsed: build the job (a bad value or a
-    missing input fails here, before Ray starts), run it on the cluster of RAY_ADDRESS
+def run_locally(job: TrainJob) -> int:
+    """What jobs/cpt.py and jobs/sft.py do once they built the job (a bad value or a
+    missing input fails there, before Ray starts): run it on the cluster of RAY_ADDRESS
     (``ray job submit``) or on a local one sized for its workers, print the summary."""
-
-    job = TrainJob(stage=stage, data=args.data or "", out=args.out, recipe=recipe, init=args.init)
-    with local_ray(num_cpus=local_cpus(job.recipe.cluster)):
+    with local_ray(num_cpus=local_cpus(job.cluster)):
         manifest = run(job)
     say(summary(manifest))
     return 0

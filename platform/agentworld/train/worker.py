@@ -8,16 +8,15 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from agentworld.model.config import ModelConfig
 from agentworld.train.batch import PackedBatch, collate
 from agentworld.train.checkpoint import restore, save_and_report
+from agentworld.train.config import ClusterConfig, TrainConfig
 from agentworld.train.engine import ModelSource, build_engine, build_model, expert_placement
 from agentworld.train.export import export_hf
 from agentworld.train.loss import forward_losses
-
-if TYPE_CHECKING:  # recipes compose every stage's config: for annotations only
-    from agentworld.recipes.config import Recipe
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -25,7 +24,10 @@ class WorkerSpec:
     """Everything a worker needs; built by the driver, shipped in train_loop_config."""
 
     stage: str
-    recipe: Recipe
+    model: ModelConfig
+    train: TrainConfig
+    """The stage's own settings (TrainConfig.for_stage)."""
+    cluster: ClusterConfig
     source: ModelSource
     hf_url: str
     """Where rank 0 writes the final HF export."""
@@ -69,9 +71,9 @@ def micro_batches(shard, spec: WorkerSpec, *, skip: int) -> Iterator[PackedBatch
     a step's time. So an epoch of at most EPOCH_KEPT_BYTES is read once and replayed
     from memory. Every rank decides from the same figures (the equal split's
     ``rows_per_worker``), so either all ranks read each epoch or none does."""
-    micro = spec.recipe.train.micro_batch_size
+    micro = spec.train.micro_batch_size
     offset = skip % (spec.rows_per_worker // micro)  # whole epochs are skipped unread
-    keep = spec.rows_per_worker * spec.recipe.train.seq_len * 32 <= EPOCH_KEPT_BYTES
+    keep = spec.rows_per_worker * spec.train.seq_len * 32 <= EPOCH_KEPT_BYTES
     kept: list[dict[str, Any]] | None = None
     while True:
         read: list[dict[str, Any]] | None = None  # the first epoch, when it is kept
@@ -90,26 +92,28 @@ def micro_batches(shard, spec: WorkerSpec, *, skip: int) -> Iterator[PackedBatch
         offset = 0
 
 
-def _losses(engine, batch: PackedBatch, recipe: Recipe):
+def _losses(engine, batch: PackedBatch, aux_coef: float):
     config = engine.module.config
     return forward_losses(
         engine,
         batch.to(engine.device),
-        aux_coef=recipe.model.router_aux_loss_coef,
+        aux_coef=aux_coef,
         num_experts=config.num_experts,
         top_k=config.num_experts_per_tok,
     )
 
 
-def train_step(engine, batches: Iterator[PackedBatch], recipe: Recipe) -> dict[str, float]:
-    """One optimizer step: grad_accum_steps micro-batches (DeepSpeed steps the
-    optimizer and the schedule at the accumulation boundary). Metrics are global."""
+def train_step(
+    engine, batches: Iterator[PackedBatch], accum: int, aux_coef: float
+) -> dict[str, float]:
+    """One optimizer step: ``accum`` micro-batches (DeepSpeed steps the optimizer and
+    the schedule at the accumulation boundary); ``aux_coef`` weighs the router's
+    load-balancing loss. Metrics are global."""
     start = time.perf_counter()
     lm = lb = tokens = 0.0
-    accum = recipe.train.grad_accum_steps
     for _ in range(accum):
         batch = next(batches)
-        losses = _losses(engine, batch, recipe)
+        losses = _losses(engine, batch, aux_coef)
         engine.backward(losses.total)
         engine.step()
         lm, lb = lm + float(losses.lm.detach()), lb + float(losses.load_balance.detach())
@@ -128,13 +132,12 @@ def train_step(engine, batches: Iterator[PackedBatch], recipe: Recipe) -> dict[s
     return metrics
 
 
-def held_out_batches(table, recipe: Recipe) -> list[dict[str, list]]:
+def held_out_batches(table, micro: int) -> list[dict[str, list]]:
     """The held-out rows (a pyarrow Table the driver read once) as micro-batches."""
-    micro = recipe.train.micro_batch_size
     return [table.slice(i, micro).to_pydict() for i in range(0, table.num_rows, micro)]
 
 
-def evaluate(engine, batches: list[Any], recipe: Recipe, rank: int, world: int) -> float:
+def evaluate(engine, batches: list[Any], aux_coef: float, rank: int, world: int) -> float:
     """Token-mean held-out loss. Every rank holds all held-out batches and takes batch i
     when i % world == rank; a rank left without a batch in the last round runs a
     zero-weight one, because expert-parallel (and ZeRO-3) forwards are collective."""
@@ -146,7 +149,7 @@ def evaluate(engine, batches: list[Any], recipe: Recipe, rank: int, world: int) 
         for first in range(0, len(batches), world):
             group = batches[first : first + world]
             batch = collate(group[rank] if rank < len(group) else group[0])
-            losses = _losses(engine, batch, recipe)
+            losses = _losses(engine, batch, aux_coef)
             if rank < len(group):
                 total += float(losses.lm) * losses.num_targets
                 count += losses.num_targets
@@ -163,25 +166,29 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
 
     spec: WorkerSpec = config["spec"]
     events = config.get("events")
-    recipe, train = spec.recipe, spec.recipe.train
+    train, aux_coef = spec.train, spec.model.router_aux_loss_coef
     rank, world = worker_rank()
     torch.manual_seed(train.seed)
-    model, tokenizer = build_model(recipe, spec.source)
-    engine = build_engine(model, recipe, world)
+    model, tokenizer = build_model(spec.model, train, spec.source)
+    engine = build_engine(model, train, spec.cluster, world)
     start = restore(engine)
     info = {"stage": spec.stage, "resumed_from_step": start, "max_steps": train.max_steps}
     info["placement"] = _all_gather_object(expert_placement(engine.module))
     shard, held_out_table = worker_inputs(config)
     batches = micro_batches(shard, spec, skip=start * train.grad_accum_steps)
-    held_out = held_out_batches(held_out_table, recipe)
+    held_out = held_out_batches(held_out_table, train.micro_batch_size)
     if start == 0:
-        held_out_loss = evaluate(engine, held_out, recipe, rank, world)
+        held_out_loss = evaluate(engine, held_out, aux_coef, rank, world)
         report({**info, "step": 0, "eval_loss": held_out_loss}, events=events)
     for step in range(start + 1, train.max_steps + 1):
-        metrics = {**info, "step": step, **train_step(engine, batches, recipe)}
+        metrics = {
+            **info,
+            "step": step,
+            **train_step(engine, batches, train.grad_accum_steps, aux_coef),
+        }
         last = step == train.max_steps
         if last or step % train.eval_every == 0:
-            metrics["eval_loss"] = evaluate(engine, held_out, recipe, rank, world)
+            metrics["eval_loss"] = evaluate(engine, held_out, aux_coef, rank, world)
         if last or step % train.checkpoint_every == 0:
             save_and_report(engine, step, metrics, events)
         elif step % train.log_every == 0:

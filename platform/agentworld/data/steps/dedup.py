@@ -1,5 +1,5 @@
 """The dedup step: exact and near-duplicate clusters of the clean records (parsed and
-not contaminated), written as ``_work/labels.parquet`` (agentworld.data.dedup does the
+not contaminated), written as ``_work/labels.parquet`` (agentworld.data.duplicates does the
 work on Ray Data)."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from agentworld.io import read_parquet, write_parquet
 
 @dataclass(frozen=True)
 class DedupResult(StepResult):
-    """agentworld.data.dedup.DedupStats, the clustered records and the LSH shape."""
+    """agentworld.data.duplicates.DedupStats, the clustered records and the LSH shape."""
 
     exact_clusters: int
     candidate_pairs: int
@@ -34,7 +34,7 @@ class DedupResult(StepResult):
 
 def run(ctx: StepContext, done: Done) -> DedupResult:
     # not at the top: it brings numba into this light module
-    from agentworld.data.dedup import find_duplicates
+    from agentworld.data.duplicates import find_duplicates
 
     cfg, run_dir = ctx.job.data, ctx.run_dir
     labels, stats = find_duplicates(

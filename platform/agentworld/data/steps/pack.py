@@ -11,7 +11,7 @@ from agentworld.data.packed_shards import pack_samples
 from agentworld.data.placement import read_staging
 from agentworld.data.steps.base import Done, Step, StepContext, StepResult
 from agentworld.data.steps.tokenize import TokenizeResult
-from agentworld.data.steps.tokenizer import TokenizerResult
+from agentworld.data.steps.train_tokenizer import TokenizerResult
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ def run(ctx: StepContext, done: Done) -> PackResult:
         ),
         counts,
         base_url=run_dir.url("packed"),
-        seq_len=ctx.job.recipe.train.seq_len,
+        seq_len=ctx.job.seq_len,
         pad_id=done[TokenizerResult].pad_id,
         pack_window=cfg.pack_window,
         seed=cfg.seed,

@@ -1,5 +1,5 @@
 """The samples step: the kept SFT samples, un-packed, as
-``samples/sft/part-XXXXX.parquet`` (agentworld.data.samples.SFT_SAMPLE_COLUMNS; shards
+``samples/sft/part-XXXXX.parquet`` (agentworld.data.sample_rows.SFT_SAMPLE_COLUMNS; shards
 a killed run already wrote are kept)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 
 from agentworld.data.hashed_shards import write_sharded
 from agentworld.data.placement import read_staging
-from agentworld.data.samples import SFT_SAMPLE_COLUMNS
+from agentworld.data.sample_rows import SFT_SAMPLE_COLUMNS
 from agentworld.data.steps.base import Done, Step, StepContext, StepResult
 from agentworld.data.steps.tokenize import TokenizeResult
 

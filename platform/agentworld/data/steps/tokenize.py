@@ -1,5 +1,5 @@
 """The tokenize step: the kept trajectories as CPT documents and SFT samples in
-``_work/samples/`` (agentworld.data.samples.tokenize_block, block by block), their
+``_work/samples/`` (agentworld.data.sample_rows.tokenize_block, block by block), their
 token counts, and the guard that fails a run whose sequence leaves a domain without
 its SFT samples."""
 
@@ -10,7 +10,7 @@ from typing import Any
 
 from agentworld.data.placement import read_staging, write_staging
 from agentworld.data.report import TOKEN_KEYS, TOKEN_SUMS, grouped_counts, sft_drop_rates
-from agentworld.data.samples import tokenize_block
+from agentworld.data.sample_rows import tokenize_block
 from agentworld.data.steps.base import Done, Step, StepContext, StepResult
 from agentworld.data.steps.count import CountResult
 
@@ -32,7 +32,7 @@ def run(ctx: StepContext, done: Done) -> TokenizeResult:
         fn_kwargs={
             "tokenizer_url": run_dir.url("tokenizer"),
             "storage_options": run_dir.storage_options,
-            "seq_len": job.recipe.train.seq_len,
+            "seq_len": job.seq_len,
             "truncation": job.data.sft_truncation,
             "eval_threshold": done[CountResult].eval_threshold,
             "custom_domains": job.data.custom_domains,
@@ -49,7 +49,7 @@ def run(ctx: StepContext, done: Done) -> TokenizeResult:
     check_drop_rates(
         rows,
         job.data.max_domain_drop_share,
-        job.recipe.train.seq_len,
+        job.seq_len,
         min_samples=job.data.drop_guard_min_samples,
     )
     return TokenizeResult(rows=rows)

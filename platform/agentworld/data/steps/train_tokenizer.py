@@ -26,7 +26,7 @@ class TokenizerResult(StepResult):
 
 
 def run(ctx: StepContext, done: Done) -> TokenizerResult:
-    model, run_dir = ctx.job.recipe.model, ctx.run_dir
+    model, run_dir = ctx.job.model, ctx.run_dir
     if model.pretrained:
         tokenizer = pretrained_tokenizer(model.pretrained)
         origin = model.pretrained

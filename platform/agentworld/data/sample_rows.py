@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from agentworld.data.tokenize import ChatLayout, cpt_samples, encode_trajectories, sft_sample
+from agentworld.data.chat_tokens import ChatLayout, cpt_samples, encode_trajectories, sft_sample
 from agentworld.data.vocab import load_tokenizer
 from agentworld.schema import Trajectory, register_domain
 
