@@ -1,10 +1,12 @@
 """Evaluate a world model AgentWorldBench-style: infer, judge, score (and compare runs,
-or report sim-vs-real fidelity on held-out collected trajectories).
+or report sim-vs-real fidelity on held-out collected trajectories); roll held-out
+episodes out closed-loop.
 
 Input: a directory of AgentWorldBench ``*_test.jsonl`` files (one per domain), our
 record shards, or prepare's ``samples/sft`` Parquet shards. Outputs under --out (see
 agentworld.evaluate.run): predictions and judgments as JSONL, summary.json, table.md,
-chart.png, a manifest per stage. Every stage resumes after an interruption.
+chart.png, closed_loop/drift.json, a manifest per stage. Every
+stage resumes after an interruption.
 
 Run:
   python jobs/evaluate.py infer --input runs/demo/prepared/samples/sft --format samples --model runs/demo/sft/hf --out runs/eval
@@ -13,6 +15,7 @@ Run:
   python jobs/evaluate.py score --out runs/eval
   python jobs/evaluate.py compare --summaries a/score/summary.json b/score/summary.json --out cmp
   python jobs/evaluate.py fidelity --input heldout/ --model runs/sft/hf --out runs/fidelity
+  python jobs/evaluate.py closed-loop --input runs/demo/prepared/samples/sft --format samples --model runs/demo/sft/hf --out runs/eval
 Settings come from the recipe: --recipe NAME --set evaluate.infer.sampling.max_tokens=32
 (after the subcommand); or through Ray: ray job submit --working-dir . -- python jobs/evaluate.py <command> ...
 """
@@ -33,10 +36,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from agentworld.evaluate.cli import run_command
     from agentworld.recipes import load
 
-    return run_command(args, load(args.recipe, args.set).evaluate)
+    recipe = load(args.recipe, args.set)
+    from agentworld.evaluate.cli import run_command
+
+    # the simulator's client, for closed-loop rollouts through its sessions
+    from agentworld.sim.client import SimClient
+
+    return run_command(args, recipe.evaluate, session_client=SimClient)
 
 
 if __name__ == "__main__":

@@ -8,17 +8,26 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 from dataclasses import replace
+from typing import Any
 from urllib.parse import urlparse
 
 from agentworld.cli import job_parser, recipe_options, url
 from agentworld.cluster import local_ray
 from agentworld.evaluate import run
 from agentworld.evaluate.config import EvaluateConfig, InferConfig
+from agentworld.evaluate.simulators import (
+    ChatSimulator,
+    EngineSimulator,
+    SessionSimulator,
+    Simulator,
+)
 from agentworld.scoring.config import JudgeConfig
 
 HELP = {
     "infer": "predict the observation of every item of the input",
+    "closed-loop": "replay held-out real episodes against the simulator on its own history",
     "fidelity": "infer (+ judge with --judge-url) + score on held-out real trajectories",
     "judge": "judge the run's predictions",
     "score": "per-domain summary, table and chart of the run",
@@ -31,9 +40,9 @@ def build_parser(doc: str | None) -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     for name in HELP:
         s = sub.add_parser(name, help=HELP[name], parents=[recipe_options()])
-        if name in ("infer", "fidelity"):
+        if name in ("infer", "fidelity", "closed-loop"):
             _add_input_options(s)
-            _add_model_options(s)
+            _add_model_options(s, sessions=name == "closed-loop")
         if name in ("fidelity", "judge"):
             g = s.add_argument_group("judge")
             g.add_argument(
@@ -70,14 +79,25 @@ def _add_input_options(s: argparse.ArgumentParser) -> None:
     s.add_argument("--name", help="label of the model in tables and charts")
 
 
-def _add_model_options(p: argparse.ArgumentParser) -> None:
-    """The model under evaluation: a local checkpoint or an endpoint."""
+def _add_model_options(p: argparse.ArgumentParser, *, sessions: bool = False) -> None:
+    """The model under evaluation: a local checkpoint or an endpoint (or, for closed-loop
+    rollouts, the simulator's session API)."""
     g = p.add_argument_group("model under evaluation")
     src = g.add_mutually_exclusive_group(required=True)
     src.add_argument(
-        "--model", type=url, help="HF checkpoint URL: vLLM batch inference on Ray Data"
+        "--model",
+        type=url,
+        help="HF checkpoint URL: an in-process vLLM engine"
+        if sessions
+        else "HF checkpoint URL: vLLM batch inference on Ray Data",
     )
     src.add_argument("--endpoint", help="OpenAI-compatible base URL, e.g. http://host:8000/v1")
+    if sessions:
+        src.add_argument(
+            "--simulator",
+            help="the simulator API's base URL: one session per episode "
+            "(key from evaluate.closed_loop.session_api_key_env)",
+        )
     g.add_argument("--served-model", help="model name at --endpoint (default: its first model)")
 
 
@@ -106,11 +126,19 @@ def model_name(args: argparse.Namespace) -> str:
     if getattr(args, "served_model", None):
         return args.served_model
 
-    return urlparse(args.endpoint).netloc if getattr(args, "endpoint", None) else "model"
+    url_given = getattr(args, "endpoint", None) or getattr(args, "simulator", None)
+    return urlparse(url_given).netloc if url_given else "model"
 
 
-def run_command(args: argparse.Namespace, base: EvaluateConfig) -> int:
-    """Run the subcommand; its configs are built (and validated) before any work."""
+def run_command(
+    args: argparse.Namespace, base: EvaluateConfig, *, session_client: Any = None
+) -> int:
+    """Run the subcommand; its configs are built (and validated) before any work.
+    ``session_client(base_url, api_key)``: the simulator API's client class, for
+    closed-loop rollouts through sessions (the job passes ``agentworld.sim``'s: this
+    stage sits below ``sim``)."""
+    if args.command == "closed-loop":
+        return closed_loop_command(args, base, session_client)
 
     infer_cfg = infer_config(base, args) if args.command in ("infer", "fidelity") else None
     judge_cfg = judge_config(base, args) if getattr(args, "judge_url", None) else None
@@ -139,6 +167,36 @@ def run_command(args: argparse.Namespace, base: EvaluateConfig) -> int:
         print(run.read_table(args.out))
     if args.command == "compare":
         _report("compare", run.compare_stage(args.summaries, args.out, metric=args.metric))
+    return 0
+
+
+def closed_loop_command(args: argparse.Namespace, base: EvaluateConfig, session_client: Any) -> int:
+    cfg = infer_config(base, args)
+    loop = base.closed_loop
+    if args.simulator:
+        if session_client is None:
+            raise ValueError("--simulator needs the simulator API's client")
+        key = os.environ.get(loop.session_api_key_env, "")
+        client = session_client(args.simulator, key)
+
+        def make() -> Simulator:
+            return SessionSimulator(client, cfg)
+    elif args.endpoint:
+
+        def make() -> Simulator:
+            return ChatSimulator(cfg)
+    else:
+
+        def make() -> Simulator:
+            return EngineSimulator.start_engine(cfg, args.model)
+
+    m = run.closed_loop_stage(
+        args.input, args.out, cfg, loop, make,
+        model=args.model or args.endpoint or args.simulator, name=model_name(args),
+        fmt=args.format, split=None if args.split == "all" else args.split,
+    )  # fmt: skip
+    _report("closed_loop", m)
+    print(run.read_drift_table(args.out))
     return 0
 
 

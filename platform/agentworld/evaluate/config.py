@@ -1,4 +1,4 @@
-"""Typed configuration of the evaluate stage (infer, judge). Free of heavy imports: the
+"""Typed configuration of the evaluate stage (infer, judge, closed loop). Free of heavy imports: the
 recipes module imports it. Invalid values raise ConfigError naming the field. The
 endpoint, sampling and judge settings are scoring's (``agentworld.scoring.config``),
 shared with rl."""
@@ -50,8 +50,37 @@ class InferConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ClosedLoopConfig:
+    """Closed-loop rollouts: held-out real episodes replayed against the simulator with
+    its own earlier observations as the history. The model, sampling and endpoint are
+    ``infer``'s."""
+
+    max_turns: int | None = None
+    """Turns rolled out per episode (the first N); None means every turn."""
+    max_episodes: int | None = None
+    """Roll out only the first N episodes (smoke runs); None means all."""
+    episodes_in_flight: int = 16
+    """Episodes stepped at once: their requests are in flight together (one batch for
+    the in-process engine)."""
+    flush_every: int = 8
+    """Finished episodes per atomically written part: what an interruption can lose."""
+    session_api_key_env: str = "AGENTWORLD_API_KEY"
+    """Where the simulator session API's key is read from (``--simulator``)."""
+
+    def __post_init__(self) -> None:
+        check_positive(
+            "closed_loop",
+            max_turns=self.max_turns,
+            max_episodes=self.max_episodes,
+            episodes_in_flight=self.episodes_in_flight,
+            flush_every=self.flush_every,
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
 class EvaluateConfig:
     """The evaluate stage of a recipe."""
 
     infer: InferConfig = field(default_factory=InferConfig)
     judge: JudgeConfig = field(default_factory=JudgeConfig)
+    closed_loop: ClosedLoopConfig = field(default_factory=ClosedLoopConfig)

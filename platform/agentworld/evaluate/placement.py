@@ -36,7 +36,7 @@ class VLLMPredictor:
 
     def __init__(self, model_url: str, engine: dict[str, Any], sampling: dict[str, Any]) -> None:
         from transformers import AutoTokenizer
-        from vllm import LLM, SamplingParams
+        from vllm import LLM
 
         path = local_model_dir(model_url)
         self.tokenizer = AutoTokenizer.from_pretrained(path)
@@ -45,13 +45,18 @@ class VLLMPredictor:
             **engine,
             seed=sampling["seed"] or 0,
         )
-        self.params = SamplingParams(
-            temperature=sampling["temperature"],
-            top_p=sampling["top_p"],
-            max_tokens=sampling["max_tokens"],
-            seed=sampling["seed"],
-        )
+        self.params = sampling_params(sampling)
         self.budget = engine["max_model_len"] - sampling["max_tokens"]
+
+    @classmethod
+    def around(cls, llm: Any, sampling: dict[str, Any]) -> VLLMPredictor:
+        """A predictor on an engine that is already running (closed-loop rollouts in
+        the process that holds it); its window is the engine's own."""
+        self = cls.__new__(cls)
+        self.llm, self.tokenizer = llm, llm.get_tokenizer()
+        self.params = sampling_params(sampling)
+        self.budget = llm.llm_engine.model_config.max_model_len - sampling["max_tokens"]
+        return self
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, list]:
         contexts = [json.loads(m) for m in batch["messages_json"]]
@@ -79,6 +84,18 @@ class VLLMPredictor:
 
     def prompt_ids(self, messages: list[dict[str, str]]) -> tuple[list[int], str | None]:
         return fit_prompt(self.tokenizer, messages, self.budget)
+
+
+def sampling_params(sampling: dict[str, Any]) -> Any:
+    """vLLM's SamplingParams for ``asdict(SamplingConfig)``."""
+    from vllm import SamplingParams
+
+    return SamplingParams(
+        temperature=sampling["temperature"],
+        top_p=sampling["top_p"],
+        max_tokens=sampling["max_tokens"],
+        seed=sampling["seed"],
+    )
 
 
 def fit_prompt(

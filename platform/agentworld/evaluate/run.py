@@ -4,6 +4,8 @@ reruns:
   <run>/infer/   parts/, predictions.jsonl, failed.jsonl, quarantine.jsonl, manifest.json
   <run>/judge/   parts/, judgments.jsonl, failed.jsonl, manifest.json
   <run>/score/   summary.json, table.md, chart.png, manifest.json
+  <run>/closed_loop/  parts/, rows.jsonl, failed.jsonl, drift.json, drift.md, drift.png,
+                 manifest.json
 
 A stage whose manifest is complete and whose inputs have not changed since does
 nothing; ``infer`` is complete only when no item failed, so a rerun retries failures.
@@ -16,7 +18,10 @@ from dataclasses import asdict
 from typing import Any
 
 from agentworld.evaluate.baselines import Retrieval, baseline_rows
-from agentworld.evaluate.config import InferConfig
+from agentworld.evaluate.closed_loop import run_closed_loop
+from agentworld.evaluate.config import ClosedLoopConfig, InferConfig
+from agentworld.evaluate.drift import drift_png, drift_summary, drift_table
+from agentworld.evaluate.episodes import episodes_from_items
 from agentworld.evaluate.infer import run_infer
 from agentworld.evaluate.items import load_items
 from agentworld.evaluate.judge_predictions import run_judge
@@ -113,6 +118,74 @@ def infer_stage(
         status="complete" if counts["failed"] == 0 else "partial",
         **so,
     )
+
+
+def closed_loop_stage(
+    input_url: str,
+    run_url: str,
+    cfg: InferConfig,
+    loop: ClosedLoopConfig,
+    make_simulator: Any,
+    *,
+    model: str | None,
+    name: str = "model",
+    fmt: str = "auto",
+    split: str | None = "eval",
+    **so: Any,
+) -> dict[str, Any]:
+    """Closed-loop rollouts of the input's episodes (``make_simulator()`` -> a
+    ``Simulator``; ``model``: the checkpoint or URL it stands for), then the drift
+    summary, table and chart; returns the manifest."""
+
+    out = join(run_url, "closed_loop")
+    inputs = {"input": input_url, "format": fmt, "split": split, "model": model, "name": name}
+    settings = {"infer": _as_json(cfg), "closed_loop": _as_json(loop)}
+    m = read_manifest(out, **so)
+    if m and m["status"] == "complete" and m["inputs"] == inputs and m["config"] == settings:
+        return m
+    _check_same_rollouts(out, inputs, cfg, loop, **so)
+    loaded = load_items(input_url, fmt=fmt, split=split, **so)
+    episodes, left_out = episodes_from_items(loaded.items, max_turns=loop.max_turns)
+    counts = asdict(run_closed_loop(episodes, make_simulator, loop, out, **so))
+    rows = read_jsonl(join(out, "rows.jsonl"), **so)
+    summary = drift_summary(rows, model=name)
+    write_bytes(join(out, "drift.json"), json.dumps(summary, indent=2).encode(), **so)
+    write_bytes(join(out, "drift.md"), drift_table(summary).encode(), **so)
+    write_bytes(join(out, "drift.png"), drift_png(summary), **so)
+    counts |= {"items_left_out": left_out, "quarantined": len(loaded.rejected)}
+    return write_manifest(
+        out,
+        stage="evaluate.closed_loop",
+        inputs=inputs,
+        config=settings,
+        counts=counts,
+        outputs={"rows": join(out, "rows.jsonl"), "drift": join(out, "drift.json")},
+        status="complete" if counts["failed"] == 0 else "partial",
+        **so,
+    )
+
+
+def _check_same_rollouts(
+    url: str, inputs: dict[str, Any], cfg: InferConfig, loop: ClosedLoopConfig, **so: Any
+) -> None:
+    """A rerun resumes the rollouts of one model on one input, sampled one way and cut
+    at the same turn: anything else would mix episodes that are not comparable."""
+    m = read_manifest(url, **so)
+    if m is None:
+        return
+    old = {k: m["inputs"].get(k) for k in ("input", "format", "split", "model")}
+    old |= {
+        "sampling": m["config"]["infer"]["sampling"],
+        "max_turns": m["config"]["closed_loop"]["max_turns"],
+    }
+    new = {k: inputs[k] for k in ("input", "format", "split", "model")}
+    new |= {"sampling": _as_json(cfg.sampling), "max_turns": loop.max_turns}
+    for key, value in new.items():
+        if old[key] != value:
+            raise ValueError(
+                f"{url} holds rollouts made with {key} = {old[key]!r}, not {value!r}: "
+                "use another --out"
+            )
 
 
 def judge_stage(run_url: str, cfg: JudgeConfig, **so: Any) -> dict[str, Any]:
@@ -263,3 +336,7 @@ def infer_model(run_url: str, **so: Any) -> str:
 
 def read_table(run_url: str, **so: Any) -> str:
     return read_bytes(join(run_url, "score", "table.md"), **so).decode()
+
+
+def read_drift_table(run_url: str, **so: Any) -> str:
+    return read_bytes(join(run_url, "closed_loop", "drift.md"), **so).decode()
