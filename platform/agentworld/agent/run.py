@@ -18,10 +18,8 @@ from __future__ import annotations
 import json
 import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from agentworld.agent.config import AgentConfig
 from agentworld.agent.demos import (
     action_nll,
     episode_transcript,
@@ -31,6 +29,7 @@ from agentworld.agent.demos import (
 from agentworld.agent.envs import Describer, RealEnv, RealOracle, SimEnv
 from agentworld.agent.episodes import EnvPool, Slot, replay, run_episodes
 from agentworld.agent.grpo import grpo_step
+from agentworld.agent.job import AgentJob
 from agentworld.agent.measures import steps_per_second, summarize, wm2real
 from agentworld.agent.placement import start_workers
 from agentworld.agent.policy import EnginePolicy, Renderer, WorkersPolicy
@@ -49,26 +48,6 @@ from agentworld.io import (
     write_manifest,
 )
 from agentworld.model import load_tokenizer, local_model_dir, save_pretrained
-from agentworld.train.config import TrainConfig
-
-
-@dataclass(frozen=True, kw_only=True)
-class AgentJob:
-    """One agent-stage run: train agents (or evaluate given ones) against the world model."""
-
-    command: Literal["train", "evaluate"]
-    out: str
-    world_model: str
-    """HF checkpoint of the world model: the simulator, and the warm start."""
-    cfg: AgentConfig
-    train: TrainConfig
-    """The learner's model settings (the agent's RL settings replace its own)."""
-    config: dict[str, Any] = field(default_factory=dict)
-    """The whole run configuration, recorded in the manifest."""
-    data: str | None = None
-    """Collected trajectories (record shards) used as demonstrations."""
-    agents: dict[str, str] = field(default_factory=dict)
-    """evaluate: agent name -> HF checkpoint."""
 
 
 def run(job: AgentJob, *, world: Any = None) -> dict[str, Any]:

@@ -8,10 +8,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
-from agentworld.agent.run import AgentJob
+from agentworld.agent.job import AgentJob
 from agentworld.data.job import PrepareJob
 from agentworld.recipes.config import Recipe
-from agentworld.rl.run import RLJob
+from agentworld.rl.job import RLJob
 from agentworld.train.job import TrainJob
 
 

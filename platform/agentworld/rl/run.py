@@ -4,38 +4,19 @@ resume from the newest checkpoint, train, export the policy as an HF checkpoint 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from agentworld.console import say
 from agentworld.io import is_complete, join, read_manifest, write_jsonl, write_manifest
 from agentworld.model import load_tokenizer
 from agentworld.rl import checkpoint
-from agentworld.rl.config import RLConfig, RolloutConfig
+from agentworld.rl.config import RolloutConfig
 from agentworld.rl.data import load_contexts, tokenize_contexts
+from agentworld.rl.job import RLJob
 from agentworld.rl.loop import Trainer
 from agentworld.rl.metrics_log import MetricsLog
 from agentworld.rl.placement import RLWorkers
 from agentworld.rl.rewards import build_rewards
-from agentworld.train.config import TrainConfig
-
-
-@dataclass(frozen=True, kw_only=True)
-class RLJob:
-    """One RL run."""
-
-    data: str
-    """prepare's run directory, or its per-turn samples (``samples/sft``)."""
-    init: str
-    """HF checkpoint to start from (the SFT stage's ``<out>/hf``)."""
-    out: str
-    """Run directory: metrics.jsonl, checkpoints/, hf/, quarantine/, manifest.json."""
-    rl: RLConfig
-    train: TrainConfig
-    """The learner's model settings (RL's learning rate and expert parallelism replace
-    its own)."""
-    config: dict[str, Any] = field(default_factory=dict)
-    """The whole run configuration, recorded in the manifest and in wandb."""
 
 
 def prepare_contexts(
