@@ -28,6 +28,7 @@ from agentworld.scoring.config import JudgeConfig
 HELP = {
     "infer": "predict the observation of every item of the input",
     "closed-loop": "replay held-out real episodes against the simulator on its own history",
+    "ranking": "does the simulator rank a ladder of agents as the real environments do?",
     "fidelity": "infer (+ judge with --judge-url) + score on held-out real trajectories",
     "judge": "judge the run's predictions",
     "score": "per-domain summary, table and chart of the run",
@@ -43,6 +44,13 @@ def build_parser(doc: str | None) -> argparse.ArgumentParser:
         if name in ("infer", "fidelity", "closed-loop"):
             _add_input_options(s)
             _add_model_options(s, sessions=name == "closed-loop")
+        if name == "ranking":
+            s.add_argument(
+                "--world-model",
+                type=url,
+                help="HF checkpoint of the simulator (an in-process engine); not needed "
+                "with --set agent.sim.backend=serve",
+            )
         if name in ("fidelity", "judge"):
             g = s.add_argument_group("judge")
             g.add_argument(
@@ -139,6 +147,8 @@ def run_command(
     stage sits below ``sim``)."""
     if args.command == "closed-loop":
         return closed_loop_command(args, base, session_client)
+    if args.command == "ranking":
+        raise ValueError("ranking runs agents: jobs/evaluate.py hands it to agentworld.agent")
 
     infer_cfg = infer_config(base, args) if args.command in ("infer", "fidelity") else None
     judge_cfg = judge_config(base, args) if getattr(args, "judge_url", None) else None

@@ -1,4 +1,4 @@
-"""Typed configuration of the evaluate stage (infer, judge, closed loop). Free of heavy imports: the
+"""Typed configuration of the evaluate stage (infer, judge, closed loop, ranking). Free of heavy imports: the
 recipes module imports it. Invalid values raise ConfigError naming the field. The
 endpoint, sampling and judge settings are scoring's (``agentworld.scoring.config``),
 shared with rl."""
@@ -78,9 +78,45 @@ class ClosedLoopConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
+class RankingConfig:
+    """Ranking agreement: a ladder of scripted agents of known quality run on the same
+    tasks in the real environments and in the simulator (``agentworld.agent.ranking``;
+    the tasks, limits and simulator are the recipe's ``agent`` section)."""
+
+    shares: tuple[float, ...] = (0.25, 0.5, 0.75)
+    """Rungs between the oracle and the random agent: the share of the oracle's
+    actions replaced by a random valid action."""
+    seeds: int = 2
+    """Draws of each rung's random actions per task."""
+    split: Literal["eval", "all"] = "eval"
+    """The tasks: the held-out split, or every task (the agents are scripted: no task
+    was trained on)."""
+    sim_modes: tuple[Literal["sim", "sim_uncontrolled"], ...] = ("sim", "sim_uncontrolled")
+    """Simulations compared with reality: controlled (the task's facts as control) and
+    uncontrolled."""
+    bootstrap: int = 2000
+    """Resamples of the tasks behind tau's interval."""
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not all(0 < s < 1 for s in self.shares) or list(self.shares) != sorted(set(self.shares)):
+            raise ConfigError(
+                "ranking.shares", f"must rise strictly inside (0, 1), got {self.shares}"
+            )
+        if self.split not in ("eval", "all"):
+            raise ConfigError("ranking.split", f"must be 'eval' or 'all', got {self.split!r}")
+        if not self.sim_modes or not set(self.sim_modes) <= {"sim", "sim_uncontrolled"}:
+            raise ConfigError(
+                "ranking.sim_modes", f"must name sim and/or sim_uncontrolled, got {self.sim_modes}"
+            )
+        check_positive("ranking", seeds=self.seeds, bootstrap=self.bootstrap)
+
+
+@dataclass(frozen=True, kw_only=True)
 class EvaluateConfig:
     """The evaluate stage of a recipe."""
 
     infer: InferConfig = field(default_factory=InferConfig)
     judge: JudgeConfig = field(default_factory=JudgeConfig)
     closed_loop: ClosedLoopConfig = field(default_factory=ClosedLoopConfig)
+    ranking: RankingConfig = field(default_factory=RankingConfig)
