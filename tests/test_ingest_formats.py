@@ -575,6 +575,7 @@ def test_bad_input_of_each_kind_is_quarantined_and_the_rest_proceeds(realdata, t
     cast = (realdata / "asciinema/asciinema-server__welcome.cast").read_text().splitlines()
     (bad / "broken_header.cast").write_text("\n".join(['{"version": 2, "width": 80'] + cast[1:]))
     (bad / "broken_event.cast").write_text("\n".join(cast[:5] + ['[1.0, "o"'] + cast[5:]))
+    (bad / "sizeless.cast").write_text("\n".join(['{"version": 2, "height": 20}'] + cast[1:]))
     lines = (realdata / "swe/OpenHands__multi_swe_bench_output.jsonl").read_text().splitlines()
     doc = json.loads(lines[1])
     orphan = next(e for e in doc["history"] if e.get("cause") is not None)
@@ -598,6 +599,11 @@ def test_bad_input_of_each_kind_is_quarantined_and_the_rest_proceeds(realdata, t
     [q] = by["broken_header.cast"]
     assert q["reason"].startswith("broken_header.cast, line 1: broken asciicast header")
     assert not records(rows["broken_header.cast"])
+    [q] = by["sizeless.cast"]
+    assert (
+        q["reason"]
+        == "sizeless.cast, line 1: broken asciicast header: width None is not a screen size"
+    )
     [q] = by["broken_event.cast"]
     assert q["reason"].startswith("broken_event.cast, line 6: broken event") and q["line"] == 6
     assert len(records(rows["broken_event.cast"])[0].turns) == 14
@@ -768,3 +774,44 @@ def test_fuzzed_folders_never_stop_a_read(realdata, tmp_path, data):
             assert Trajectory.from_json(r["record"]).turns
         else:
             assert r["reason"].startswith(f"{label}, ") and "\n" not in r["reason"]
+
+
+def _retyped(doc, key: str, value):
+    """``doc`` with the value of every ``key`` replaced by ``value``."""
+    if isinstance(doc, dict):
+        return {k: value if k == key else _retyped(v, key, value) for k, v in doc.items()}
+    if isinstance(doc, list):
+        return [_retyped(v, key, value) for v in doc]
+    return doc
+
+
+@pytest.mark.parametrize("value", [7, True, [], {"x": 1}])
+def test_values_of_the_wrong_type_are_quarantined_never_written(realdata, tmp_path, value):
+    """One key at a time of each real file retyped: each row is a record that reads back
+    as it was written, or a quarantined part naming the file; no record carries a
+    number, a bool or a list where the record holds text."""
+    for k, unit in enumerate(u for u in FUZZED if not u.endswith((".cast", ".txt"))):
+        doc = _json(realdata / unit)
+        keys = sorted({key for key in _keys(doc)})
+        for j, key in enumerate(keys):
+            folder = tmp_path / f"{k}-{j}"
+            folder.mkdir()
+            name = f"retyped{Path(unit).suffix}"
+            (folder / name).write_text(json.dumps(_retyped(doc, key, value)))
+            for r in rows_of([folder])[name]:
+                if r["status"] == "ok":
+                    t = Trajectory.from_json(r["record"])
+                    assert json.loads(t.to_json()) == json.loads(r["record"]), (unit, key)
+                else:
+                    assert r["reason"].startswith(f"{name}, "), (unit, key)
+
+
+def _keys(doc):
+    stack = [doc]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, dict):
+            yield from x
+            stack.extend(x.values())
+        elif isinstance(x, list):
+            stack.extend(x)

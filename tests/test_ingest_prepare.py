@@ -24,10 +24,6 @@ from tests.test_ingest_formats import UNITS, _browsergym_copy, _os_system_pickle
 
 realdata = test_ingest_formats.realdata  # the one fixture naming ../shared/realdata
 
-# One prepare run of about 100 s on 2 cores (the collected corpus, when no other test
-# has made it, is most of the rest): more than a fast test may take.
-pytestmark = pytest.mark.slow
-
 SEVEN = {d.name for d in BUILTIN_DOMAINS}
 INGESTED_ONLY = {"android", "os", "web"}
 """Domains the collected corpus does not have: their records are all ingested."""

@@ -24,7 +24,7 @@ from typing import Any, Literal
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from agentworld.data.formats.base import Problem, Unit
+from agentworld.data.formats.base import Problem, Unit, check_record
 from agentworld.data.formats.listing import Listed, list_inputs, shard_kind
 from agentworld.data.formats.reading import read_unit
 from agentworld.data.formats.registry import SHARD_FORMATS, line_format, lookup
@@ -138,7 +138,7 @@ def parse_obj(obj: Any, fmt: str, *, label: str = "", line: int | None = None) -
     if not lookup(fmt).lines:
         raise RecordError(f"{label}, {position}: data.input_format={fmt} reads no JSONL lines")
     try:
-        return lookup(fmt).adapter().from_line(obj, f"{fmt}:{label}", position)
+        return check_record(lookup(fmt).adapter().from_line(obj, f"{fmt}:{label}", position))
     except RecordError as e:
         where = f" field '{e.field}'" if e.field else ""
         raise RecordError(f"{label}, {position}{where}: {e.reason}", field=e.field) from None

@@ -126,11 +126,62 @@ problem, never the run's."""
 
 
 def guarded(position: str, build: Callable[[], Trajectory], *, line: int | None = None) -> Item:
-    """``build()``, or the Problem naming ``position`` when the source was malformed."""
+    """``build()``, checked, or the Problem naming ``position`` when the source was
+    malformed."""
     try:
-        return build()
+        return check_record(build())
     except ADAPT_ERRORS as e:
         return Problem(position=position, reason=describe(e), line=line, error=type(e).__name__)
+
+
+_OPTIONAL_TURN = (
+    ("reasoning", str),
+    ("screenshot", str),
+    ("exit_code", int),
+    ("duration_s", float),
+)
+
+
+def check_record(t: Trajectory) -> Trajectory:
+    """``t`` if every value has the type its JSON form reads back with: the record's
+    constructor checks its own shape, not its turns' field types, and a source holding
+    a number where text belongs must fail here, naming the field, not later when the
+    record is read again. Metadata and tool arguments must be JSON."""
+    for i, turn in enumerate(t.turns):
+        for name in ("action", "observation"):
+            if type(getattr(turn, name)) is not str:
+                raise RecordError(
+                    f"expected str, got {type(getattr(turn, name)).__name__}",
+                    field=f"turns[{i}].{name}",
+                )
+        for name, kind in _OPTIONAL_TURN:
+            value = getattr(turn, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, kind)):
+                raise RecordError(
+                    f"expected {kind.__name__}, got {type(value).__name__}",
+                    field=f"turns[{i}].{name}",
+                )
+        call = turn.tool_call
+        if call is not None and not (
+            isinstance(call.name, str)
+            and isinstance(call.arguments, dict)
+            and isinstance(call.call_id, str | None)
+        ):
+            raise RecordError("tool call of the wrong shape", field=f"turns[{i}].tool_call")
+    o = t.outcome
+    if o is not None and not (
+        isinstance(o.success, bool | None)
+        and (o.reward is None or (isinstance(o.reward, float) and not isinstance(o.reward, bool)))
+        and isinstance(o.note, str | None)
+    ):
+        raise RecordError("outcome of the wrong shape", field="outcome")
+    try:
+        json.dumps([[u.metadata, u.tool_call.arguments if u.tool_call else None] for u in t.turns])
+    except (TypeError, ValueError) as e:
+        raise RecordError(
+            f"turn metadata or tool arguments are not JSON: {e}", field="turns"
+        ) from None
+    return t
 
 
 def describe(e: BaseException) -> str:
@@ -210,6 +261,17 @@ def iter_container(text: str) -> Iterator[tuple[str | int, Any] | Problem]:
     at a time, so that a file cut short or broken in the middle still gives every member
     before the break; the break itself is one Problem naming its line. A document that
     is neither an array nor an object is one Problem."""
+    try:  # the whole document at the parser's speed; member by member only if broken
+        doc = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        pass
+    else:
+        if isinstance(doc, list):
+            yield from enumerate(doc)
+            return
+        if isinstance(doc, dict):
+            yield from doc.items()
+            return
     pos = _skip(text, 0)
     if pos >= len(text) or text[pos] not in "[{":
         yield Problem(position="file", reason="expected a JSON array or object", line=1)

@@ -25,7 +25,7 @@ import zlib
 from collections.abc import Iterator
 from typing import Any
 
-from agentworld.data.formats.base import Head, Item, Problem, Unit, describe, text_of
+from agentworld.data.formats.base import Head, Item, Problem, Unit, describe, guarded, text_of
 from agentworld.data.formats.bgym_axtree import render_object, render_text
 from agentworld.data.formats.safe_pickle import ForbiddenGlobal, Record, loads
 from agentworld.schema import Outcome, RecordError, Trajectory, Turn
@@ -63,10 +63,7 @@ def read(unit: Unit) -> Iterator[Item]:
                 position=name, reason=f"unreadable step: {describe(e)}", error=type(e).__name__
             )
             return
-    try:
-        yield build(unit, states, names)
-    except (RecordError, KeyError, IndexError, TypeError, ValueError, AttributeError) as e:
-        yield Problem(position="folder", reason=describe(e), error=type(e).__name__)
+    yield guarded("folder", lambda: build(unit, states, names))
 
 
 def _state(unit: Unit, name: str) -> dict[str, Any]:

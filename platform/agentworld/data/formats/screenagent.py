@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from agentworld.data.formats import desktop_ui
-from agentworld.data.formats.base import Head, Item, Problem, Unit, describe, expect
+from agentworld.data.formats.base import Head, Item, Problem, Unit, describe, expect, guarded
 from agentworld.schema import RecordError, Trajectory, Turn
 
 FORMAT = "screenagent"
@@ -48,10 +48,7 @@ def read(unit: Unit) -> Iterator[Item]:
     for name, step in steps:
         sessions.setdefault(str(step.get("session_id") or "session"), []).append((name, step))
     for sid, session in sessions.items():
-        try:
-            yield build(unit, sid, session, negatives)
-        except (RecordError, KeyError, IndexError, TypeError, ValueError, AttributeError) as e:
-            yield Problem(position=f"session {sid}", reason=describe(e), error=type(e).__name__)
+        yield guarded(f"session {sid}", lambda s=session, i=sid: build(unit, i, s, negatives))
 
 
 def build(unit: Unit, sid: str, steps: list[tuple[str, dict]], negatives: int) -> Trajectory:
