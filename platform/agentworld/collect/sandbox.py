@@ -101,9 +101,20 @@ SESSION_VARS = ("PS1", "PS2", "HISTFILE")
 
 
 def python_read_paths() -> tuple[str, ...]:
-    """Paths the current Python (venv and base install) needs to run inside the sandbox."""
+    """Paths the current Python (venv and base install) needs to run inside the sandbox,
+    resolved: a virtual environment reached through a symlink (``.venv -> elsewhere``)
+    is bound where it really is, since the link's own folder is not in the sandbox."""
     paths = {sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable))}
-    return tuple(sorted(p for p in paths if p and not p.startswith(("/usr", "/bin"))))
+    real = {os.path.realpath(p) for p in paths if p}
+    return tuple(sorted(p for p in real if not p.startswith(("/usr", "/bin"))))
+
+
+def sandbox_python() -> str:
+    """The running interpreter as the sandbox sees it: its folders resolved (see
+    python_read_paths), its own name kept, since a virtual environment's ``python`` is a
+    link whose path is what selects the environment."""
+    folder = os.path.realpath(os.path.dirname(sys.executable))
+    return os.path.join(folder, os.path.basename(sys.executable))
 
 
 def sandbox_command(spec: SandboxSpec, program: list[str], *, ctty: bool = False) -> list[str]:

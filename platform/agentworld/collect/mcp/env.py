@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 from contextlib import asynccontextmanager
 from typing import Any
@@ -25,6 +24,7 @@ from agentworld.collect.sandbox import (
     base_env,
     python_read_paths,
     sandbox_command,
+    sandbox_python,
 )
 from agentworld.collect.shell_env import GIT_ENV, write_files
 from agentworld.schema import Turn
@@ -35,8 +35,9 @@ SERVER_ARGS = {"time": ["--local-timezone", "UTC"], "git": []}
 
 
 def server_executable(name: str) -> str:
-    """The console script of an installed MCP server, beside the running Python."""
-    path = os.path.join(os.path.dirname(sys.executable), SERVER_COMMANDS[name])
+    """The console script of an installed MCP server, beside the running Python (in its
+    resolved folder, as the sandbox sees it)."""
+    path = os.path.join(os.path.dirname(sandbox_python()), SERVER_COMMANDS[name])
     if not os.path.exists(path):
         raise FileNotFoundError(
             f"MCP server {name!r} is not installed ({path} is missing): pip install {SERVER_COMMANDS[name]}"
@@ -53,7 +54,10 @@ class McpServer:
         spec = SandboxSpec(
             work_dir=home, max_file_bytes=max_file_bytes, read_paths=python_read_paths()
         )
-        self._argv = sandbox_command(spec, [server_executable(name), *SERVER_ARGS[name]])
+        # Run by the interpreter, not through its shebang: the script's first line names
+        # the interpreter as it was installed, perhaps through a link the sandbox lacks.
+        program = [sandbox_python(), server_executable(name), *SERVER_ARGS[name]]
+        self._argv = sandbox_command(spec, program)
         self._errlog = open(os.path.join(home, f".{name}-stderr.log"), "w")  # noqa: SIM115
         self._portal_cm = start_blocking_portal()
         self.portal = self._portal_cm.__enter__()

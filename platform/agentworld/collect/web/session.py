@@ -13,13 +13,18 @@ import os
 import selectors
 import shutil
 import subprocess
-import sys
 import time
 from typing import Any
 
-from agentworld.collect.sandbox import SandboxSpec, base_env, python_read_paths, sandbox_command
+from agentworld.collect.sandbox import (
+    SandboxSpec,
+    base_env,
+    python_read_paths,
+    sandbox_command,
+    sandbox_python,
+)
 
-WEB_DIR = os.path.dirname(os.path.abspath(__file__))
+WEB_DIR = os.path.dirname(os.path.realpath(__file__))
 TCP_PORTS = (8001, 8002)
 """Datasette's and the helpdesk's ports: the only TCP the sandbox allows."""
 BROWSER_ARGS = [
@@ -97,7 +102,7 @@ class BrowserSession:
             **_browser_limits(),
         )
         argv = sandbox_command(
-            spec, [sys.executable, os.path.join(WEB_DIR, "driver.py"), json.dumps(config)]
+            spec, [sandbox_python(), os.path.join(WEB_DIR, "driver.py"), json.dumps(config)]
         )
         self._stderr = open(os.path.join(home, ".driver-stderr.log"), "w+")  # noqa: SIM115
         self.proc = subprocess.Popen(
