@@ -815,3 +815,11 @@ def _keys(doc):
             stack.extend(x.values())
         elif isinstance(x, list):
             stack.extend(x)
+
+
+def test_the_formats_page_lists_every_format_in_the_table_s_order():
+    page = (ROOT / "docs" / "formats.md").read_text()
+    rows = re.findall(r"^\| `(\w+)` \| ([^|]+) \|", page, re.M)
+    assert [name for name, _ in rows] == list(FORMAT_NAMES)
+    for name, domain in rows:
+        assert FORMATS[name].domain in domain, name
