@@ -83,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     from agentworld.console import say
     from agentworld.pipeline import job_mains, run_pipeline
     from agentworld.report import build_report
+    from agentworld.report.summary import summary_lines
 
     rc = run_pipeline(
         plan(args),
@@ -91,8 +92,9 @@ def main(argv: list[str] | None = None) -> int:
         load_main=job_mains(JOBS),
         cluster=lambda: local_ray(num_cpus=args.num_cpus),
     )
-    report = build_report(args.out)
-    say(f"[demo] report: {report}/index.html (and report.md)")
+    build_report(args.out)
+    for line in summary_lines(args.out):
+        say(f"[demo] {line}")
     return rc
 
 

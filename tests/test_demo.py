@@ -80,6 +80,11 @@ def test_demo_runs_every_stage_from_a_relative_out(demo_run):
     assert read_manifest(str(run / "serve"))["counts"]["latency_ms"]["step_1"] > 0
     # Outputs are under the repository root, where the relative path points.
     assert str(run) in read_manifest(str(run / "cpt"))["outputs"]["hf"]
+    # The console closes with the verdict, the agents' line and the report's path.
+    verdict, agents, where = console.strip().splitlines()[-3:]
+    assert re.match(r"\[demo\] The world model .* on \d of \d domains", verdict), verdict
+    assert agents == "[demo] No agent stage in this run."
+    assert where == f"[demo] Report: {rel}/report/index.html", where
 
 
 def test_demo_report_has_every_section(demo_run):
@@ -92,6 +97,13 @@ def test_demo_report_has_every_section(demo_run):
     summary = json.loads((run / "eval" / "score" / "summary.json").read_text())
     for domain in summary["domains"]:
         assert f"| {domain} |" in md
+    # The summary answers first: the verdict, then the margin and its interval per domain.
+    assert re.findall(r"^## (.+)$", md, flags=re.M)[0] == "Summary"
+    top = md.split("## Stages")[0]
+    assert re.search(r"The world model .* beats it on \d of \d domains", top), top
+    for domain in summary["domains"]:  # a domain of one held-out item has no interval
+        assert re.search(rf"^\| {domain} \|.* [+-]\d+\.\d vs \w+", top, flags=re.M), (domain, top)
+    assert re.search(r"^\| all \|.* vs \w+ \[[+-]\d+\.\d, [+-]\d+\.\d\] \|$", top, flags=re.M), top
     for png in ("loss.png", "rl.png", "fidelity.png", "stages.png"):
         assert (run / "report" / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png
         assert f"({png})" in md

@@ -66,3 +66,62 @@ def test_report_of_a_missing_run_is_a_clear_error(tmp_path):
         cwd=ROOT, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert done.returncode == 1 and "does not exist" in done.stderr
+
+
+def _summary(margins: dict[str, tuple[float, list[float] | None, str]]) -> dict:
+    """A score summary with the given margins (margin, ci95, best baseline) per domain."""
+    rule = {"char_f1": 50.0, "rouge_l": 40.0}
+    return {
+        "model": "sft",
+        "domains": {d: {"predictions": 10, "rule": rule} for d in margins},
+        "baselines": {"copy_previous": {d: {"rule": rule} for d in margins}},
+        "margin": {
+            d: {"char_f1": {"margin": m, "ci95": ci, "baseline": b, "model": 50.0}}
+            for d, (m, ci, b) in margins.items()
+        },
+    }
+
+
+def test_the_verdict_reads_the_interval_and_names_what_each_lost_domain_trails():
+    from agentworld.report.summary import verdict
+
+    won = _summary({"all": (6.0, [2.0, 9.5], "retrieval"), "mcp": (8.0, None, "retrieval"),
+                    "swe": (3.0, None, "copy_previous"),
+                    "search": (-4.0, None, "copy_previous")})  # fmt: skip
+    assert verdict(won) == (
+        "The world model beats the best baseline overall (+6.0 vs retrieval [+2.0, +9.5]) "
+        "and beats it on 2 of 3 domains; below copying the previous observation on search."
+    )
+    within = _summary({"all": (1.0, [-2.0, 3.0], "retrieval"), "mcp": (1.0, None, "retrieval")})
+    assert verdict(within).startswith("The world model is above the best baseline overall, "
+                                      "within the interval")  # fmt: skip
+    below = _summary({"all": (-9.0, [-12.0, -4.0], "retrieval"), "web": (-9.0, None, "retrieval")})
+    assert verdict(below) == (
+        "The world model is below the best baseline overall (-9.0 vs retrieval [-12.0, -4.0]) "
+        "and beats it on 0 of 1 domains; below retrieving the most similar training "
+        "observation on web."
+    )
+    assert verdict({"domains": {}, "margin": {}}).startswith("No baseline was scored")
+
+
+def test_the_report_opens_with_the_summary(tmp_path):
+    from agentworld.report import build_report
+    from agentworld.report.summary import summary_lines
+
+    run = tmp_path / "run"
+    (run / "eval" / "score").mkdir(parents=True)
+    summary = _summary(
+        {"all": (6.0, [2.0, 9.5], "retrieval"), "mcp": (8.0, [1.0, 12.0], "retrieval")}
+    )
+    (run / "eval" / "score" / "summary.json").write_text(json.dumps(summary))
+    (run / "pipeline.json").write_text(json.dumps({"stages": {"cpt": {"seconds": 90}}}))
+    build_report(str(run))
+    md = (run / "report" / "report.md").read_text()
+    assert re.findall(r"^## (.+)$", md, flags=re.M)[0] == "Summary"
+    top = md.split("## Stages")[0]
+    assert "beats it on 1 of 1 domains." in top
+    assert "| mcp | 10 | 50.0 | 50.0 | +8.0 vs retrieval [+1.0, +12.0] |" in top
+    assert "Time per stage: cpt 90 s; 90 s in all." in top
+    lines = summary_lines(str(run))
+    assert len(lines) == 3 and lines[0].startswith("The world model beats")
+    assert lines[2] == f"Report: {run / 'report' / 'index.html'}"

@@ -7,6 +7,7 @@ import datetime as dt
 
 from agentworld.io import exists, join, read_bytes, write_bytes
 from agentworld.report import figures, render, sections
+from agentworld.report.summary import summary_section
 
 
 def build_report(run_url: str) -> str:
@@ -14,8 +15,10 @@ def build_report(run_url: str) -> str:
     on a partial run: a stage that is missing is shown as missing."""
     out = join(run_url, "report")
     found = sections.manifests(run_url)
+    stages = sections.stages_section(run_url, found)
     parts = [
-        sections.stages_section(run_url, found),
+        summary_section(run_url, found),
+        stages,
         sections.data_section(run_url),
         sections.training_section(run_url, found),
         sections.rl_section(run_url, found),
@@ -37,8 +40,10 @@ def build_report(run_url: str) -> str:
     for name in sections.AGENT_PNGS:  # the agent stage draws its own
         url = join(run_url, "agent", name)
         pngs[name] = read_bytes(url) if exists(url) else None
+    drift_png = join(run_url, "eval", "closed_loop", "drift.png")  # evaluate draws it
+    pngs["drift.png"] = read_bytes(drift_png) if exists(drift_png) else None
     if pngs["stages.png"] is not None:
-        parts[0].figures.append(("stages.png", "Seconds per stage."))
+        stages.figures.append(("stages.png", "Seconds per stage."))
     for part in parts:  # a figure is listed only when it could be drawn
         part.figures = [(n, c) for n, c in part.figures if pngs.get(n, b"") is not None]
     for name, data in pngs.items():
