@@ -12,14 +12,18 @@ from pathlib import Path
 
 import pytest
 
+from agentworld.agent.ladder import ladder
+from agentworld.agent.ranking import ranking_report
 from agentworld.evaluate.closed_loop import roll_out, run_closed_loop
-from agentworld.evaluate.config import ClosedLoopConfig, InferConfig
-from agentworld.evaluate.drift import drift_summary
+from agentworld.evaluate.config import ClosedLoopConfig, InferConfig, RankingConfig
+from agentworld.evaluate.drift import drift_png, drift_summary
 from agentworld.evaluate.episodes import episodes_from_items
 from agentworld.evaluate.items import items_from_trajectory, load_items
 from agentworld.evaluate.placement import VLLMPredictor
+from agentworld.evaluate.score import add_baselines, summarize
 from agentworld.evaluate.simulators import EngineSimulator, Reply, SessionSimulator, Simulator
 from agentworld.io import read_jsonl
+from agentworld.report import build_report
 from agentworld.schema import Trajectory, Turn
 from agentworld.scoring.config import SamplingConfig
 from tests.test_evaluate_helpers import Reply as HTTPReply
@@ -269,3 +273,42 @@ def test_the_in_process_engine_batches_the_episodes_in_flight(vllm_engine, tmp_p
     assert len(rows) == 14
     first = rows["ep-a#1@closed_loop"]
     assert first["output"] == rows["ep-a#1@teacher_forced"]["output"]  # same prompt, one answer
+
+
+def test_the_run_report_shows_checks_drift_tau_and_inflation(tmp_path):
+    run = tmp_path / "run"
+    eval_dir = run / "eval"
+    rows = [
+        {"key": "t#1", "domain": "terminal", "output": "x", "prediction": "x",
+         "reference": TERMINAL.turns[3].observation},
+    ]  # fmt: skip
+    summary = summarize(rows, model="sft")
+    add_baselines(summary, {"copy_previous": [{**rows[0], "prediction": "", "output": ""}]}, rows)
+    (eval_dir / "score").mkdir(parents=True)
+    (eval_dir / "score" / "summary.json").write_text(json.dumps(summary))
+    run_closed_loop(
+        episodes(), lambda: Perfect(wrong_at=2), ClosedLoopConfig(), str(eval_dir / "closed_loop")
+    )
+    drift = drift_summary(read_jsonl(str(eval_dir / "closed_loop" / "rows.jsonl")), model="sft")
+    (eval_dir / "closed_loop" / "drift.json").write_text(json.dumps(drift))
+    (eval_dir / "closed_loop" / "drift.png").write_bytes(drift_png(drift))
+    results = [
+        {"task": f"t{i}", "domain": "search", "rung": rung, "mode": mode,
+         "success": (mode == "sim") or rung == "oracle"}
+        for i in range(3) for rung in ("oracle", "random") for mode in ("real", "sim")
+    ]  # fmt: skip
+    ranking = ranking_report(results, ladder(()), ["sim"], RankingConfig(bootstrap=50))
+    (eval_dir / "ranking").mkdir()
+    (eval_dir / "ranking" / "report.json").write_text(json.dumps(ranking))
+
+    md = (Path(build_report(str(run))) / "report.md").read_text()
+    section = md.split("## Fidelity (sim vs real, held-out turns)")[1].split("\n## ")[0]
+    assert "| terminal | 1 | 5.6 | 0.0 | 33.3 | 0.0 | 0.0 | 33.3 |" in section  # checks ok
+    assert "| terminal | error_agrees | 1 | 0.0 | 0.0 |" in section
+    assert "| terminal | 4 | 1 | 100.0 | 57.7 | +42.3 |" in section  # drift at turn 4
+    assert "| search | random | 0.0 | 100.0 | +100 |" in section  # inflation
+    assert (
+        "Kendall tau-b, real vs simulated ranking of the ladder, search (3 tasks): sim "
+        "undefined" in section
+    )
+    assert "![char F1 by turn" in section and (run / "report" / "drift.png").exists()

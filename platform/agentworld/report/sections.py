@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+from agentworld.evaluate.report import check_rows, pooled_checks
 from agentworld.evaluate.score import margin_text
 from agentworld.io import exists, join, read_bytes, read_manifest
 from agentworld.io import read_jsonl as io_read_jsonl
@@ -192,36 +193,113 @@ def rl_section(run: str, found: dict[str, dict | None]) -> Section:
 
 
 def fidelity_section(run: str, found: dict[str, dict | None]) -> Section:
+    """The held-out fidelity table (model beside the baselines, state checks), and
+    where the evaluate stage ran them, the closed-loop drift and the ranking agreement."""
     summary = read_json(join(run, "eval", "score", "summary.json"))
-    if summary is None:
-        return Section("Fidelity (sim vs real, held-out turns)", status="missing")
-    s = Section("Fidelity (sim vs real, held-out turns)")
+    drift = read_json(join(run, "eval", "closed_loop", "drift.json"))
+    ranking = read_json(join(run, "eval", "ranking", "report.json"))
+    title = "Fidelity (sim vs real, held-out turns)"
+    if summary is None and drift is None and ranking is None:
+        return Section(title, status="missing")
+    s = Section(title)
+    if summary is not None:
+        s.tables += _fidelity_tables(summary)
+        if not summary.get("baselines"):
+            s.notes.append("No baselines in this run's summary.")
+        s.figures.append(("fidelity.png", "char F1 per domain: the model beside the baselines."))
+    if drift is not None:
+        s.tables.append(_drift_table(drift))
+        s.figures.append(("drift.png", "char F1 by turn: closed-loop (solid), teacher-forced."))
+    if ranking is not None:
+        s.tables.append(_ranking_table(ranking))
+        s.notes += _tau_notes(ranking)
+    return s
+
+
+def _fidelity_tables(summary: dict[str, Any]) -> list[Table]:
     baselines = summary.get("baselines", {})
-    head = ["domain", "items", "model char F1", "model ROUGE-L"]
+    head = ["domain", "items", "model char F1", "model ROUGE-L", "model checks ok"]
     for name in baselines:
-        head += [f"{name} char F1", f"{name} ROUGE-L"]
+        head += [f"{name} char F1", f"{name} ROUGE-L", f"{name} checks ok"]
     head.append("margin (char F1)")
     rows = []
     for domain, d in summary["domains"].items():
         cells = [domain, fmt(d["predictions"]), fmt(d["rule"].get("char_f1")),
-                 fmt(d["rule"].get("rouge_l"))]  # fmt: skip
+                 fmt(d["rule"].get("rouge_l")), fmt(pooled_checks(d))]  # fmt: skip
         for b in baselines.values():
             e = b.get(domain)
             cells += [fmt(e["rule"].get("char_f1")) if e else "-",
-                      fmt(e["rule"].get("rouge_l")) if e else "-"]  # fmt: skip
+                      fmt(e["rule"].get("rouge_l")) if e else "-",
+                      fmt(pooled_checks(e)) if e else "-"]  # fmt: skip
         cells.append(margin_text(summary.get("margin", {}).get(domain, {}).get("char_f1")))
         rows.append(cells)
-    s.tables.append(
-        Table(
-            head,
-            rows,
-            f"Model: {summary['model']}; metrics 0-100; margin [95% interval, paired bootstrap].",
-        )
+    caption = (
+        f"Model: {summary['model']}; metrics 0-100; checks ok: state checks passed; "
+        "margin [95% interval, paired bootstrap]."
     )
-    if not baselines:
-        s.notes.append("No baselines in this run's summary.")
-    s.figures.append(("fidelity.png", "char F1 per domain: the model beside the baselines."))
-    return s
+    tables = [Table(head, rows, caption)]
+    head, rows = check_rows(summary)
+    if rows:
+        tables.append(Table(head, rows, "State checks: % passed over the items each applies to."))
+    return tables
+
+
+def _drift_table(drift: dict[str, Any]) -> Table:
+    head = ["domain", "turn", "items", "teacher-forced char F1", "closed-loop char F1",
+            "drift", "teacher-forced checks", "closed-loop checks"]  # fmt: skip
+    rows = []
+    for domain, d in drift["domains"].items():
+        for turn, e in [("all", d), *d["turns"].items()]:
+            tf, cl = e["teacher_forced"], e["closed_loop"]
+            gap = e["drift"]["char_f1"]
+            rows.append([domain, turn, fmt(e["items"]), fmt(tf["char_f1"]), fmt(cl["char_f1"]),
+                         "-" if gap is None else f"{gap:+.1f}", fmt(tf["checks"]),
+                         fmt(cl["checks"])])  # fmt: skip
+    return Table(
+        head,
+        rows,
+        f"Closed loop ({drift['model']}): each turn with the simulator's own earlier "
+        "observations beside the same turn teacher-forced; drift = teacher-forced minus "
+        "closed-loop.",
+    )
+
+
+def _ranking_table(ranking: dict[str, Any]) -> Table:
+    modes = ranking["sim_modes"]
+    head = ["domain", "rung", "real %", *(f"{m} %" for m in modes)]
+    head += [f"inflation {m}" for m in modes]
+    rows = []
+    for domain, d in ranking["domains"].items():
+        for rung in ranking["rungs"]:
+            cells = [domain, rung, _pct(d["success"]["real"][rung])]
+            cells += [_pct(d["success"][m][rung]) for m in modes]
+            cells += [f"{100 * d['inflation'][m][rung]:+.0f}" for m in modes]
+            rows.append(cells)
+    return Table(
+        head,
+        rows,
+        "Ranking agreement: a ladder of scripted agents (oracle, oracle with a share of "
+        "its actions random, random) in the real environments and the simulator; "
+        "inflation = sim minus real success, in points.",
+    )
+
+
+def _tau_notes(ranking: dict[str, Any]) -> list[str]:
+    notes = []
+    for domain, d in ranking["domains"].items():
+        parts = []
+        for mode, t in d["tau"].items():
+            if t["tau"] is None:
+                parts.append(f"{mode} undefined (a constant ordering)")
+                continue
+            ci = t["ci95"]
+            interval = f" [{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else ""
+            parts.append(f"{mode} {t['tau']:+.2f}{interval}")
+        notes.append(
+            f"Kendall tau-b, real vs simulated ranking of the ladder, {domain} "
+            f"({d['tasks']} tasks): {'; '.join(parts)} (95% interval: bootstrap over tasks)."
+        )
+    return notes
 
 
 def serve_section(found: dict[str, dict | None]) -> Section:
