@@ -10,9 +10,16 @@ against the two parameter-free baselines, measured in one run.
 4. An AgentWorldBench-rows check beyond the collector's sandbox: real terminal sessions
    recorded with settings the collector never draws (user, host, prompt, directories,
    time zone), written as AgentWorldBench rows and scored the same way.
+5. Beyond teacher forcing: the state checks' pass rates (model and baselines) of both
+   held-out runs; closed-loop rollouts of held-out episodes with the RL model (the
+   drift: closed-loop vs teacher-forced char F1 and checks per turn index); ranking
+   agreement of the SFT model as the simulator (the agent stage's tasks, a ladder of
+   scripted agents in the real environments and in the simulator: success per rung,
+   Kendall's tau with its interval, inflation).
 
 Goals: after SFT the model beats the best baseline (char F1) on every domain; after RL
-held-out char F1 is at least SFT's.
+held-out char F1 is at least SFT's. Drift, check pass rates, tau and inflation are
+recorded without goals until a first measurement sets them.
 
 Run:  python bench/bench_fidelity.py [--quick]   (writes bench/results/fidelity.json;
       the full size takes about 40 minutes on a 2-core machine, --quick a few)
@@ -45,6 +52,9 @@ QUICK = {
     "sft_steps": 30,
     "rl_steps": 2,
     "sessions": 3,
+    "loop_episodes": 4,
+    "loop_turns": 3,
+    "ranking_tasks": 2,
 }
 
 
@@ -86,6 +96,71 @@ def heldout(out: str, policy: str, a: argparse.Namespace, timings: dict[str, flo
                          "--format", "samples", "--model", f"{out}/{policy}/hf",
                          "--out", f"{out}/eval-{policy}", "--name", policy], timings)  # fmt: skip
     return json.loads(Path(out, f"eval-{policy}", "score", "summary.json").read_text())
+
+
+def closed_loop(out: str, policy: str, a: argparse.Namespace, timings: dict[str, float]) -> dict:
+    """Closed-loop rollouts of held-out episodes (the in-process engine); the drift."""
+    run_job("evaluate", ["closed-loop", "--recipe", a.recipe, "--input", f"{out}/prepared/samples/sft",
+                         "--format", "samples", "--model", f"{out}/{policy}/hf",
+                         "--out", f"{out}/eval-{policy}", "--name", policy,
+                         "--set", f"evaluate.closed_loop.max_episodes={a.loop_episodes}",
+                         "--set", f"evaluate.closed_loop.max_turns={a.loop_turns}"], timings)  # fmt: skip
+    return json.loads(Path(out, f"eval-{policy}", "closed_loop", "drift.json").read_text())
+
+
+def ranking(out: str, policy: str, a: argparse.Namespace, timings: dict[str, float]) -> dict:
+    """The ladder on every task of the agent stage's families, real vs ``policy`` as the
+    simulator (controlled and uncontrolled)."""
+    run_job("evaluate", ["ranking", "--recipe", a.recipe, "--world-model", f"{out}/{policy}/hf",
+                         "--out", f"{out}/eval-{policy}",
+                         "--set", "agent.tasks.families=search,terminal,mcp",
+                         "--set", f"agent.tasks.per_family={a.ranking_tasks}",
+                         "--set", "evaluate.ranking.split=all"], timings)  # fmt: skip
+    return json.loads(Path(out, f"eval-{policy}", "ranking", "report.json").read_text())
+
+
+def drift_figures(drift: dict) -> dict:
+    """Per domain: char F1 and checks, closed-loop and teacher-forced, overall and per
+    turn index (the drift curve)."""
+    out = {}
+    for domain, d in drift["domains"].items():
+        row = {"episodes": d["episodes"], "items": d["items"]}
+        for mode in ("teacher_forced", "closed_loop"):
+            row[f"{mode}_char_f1"] = d[mode]["char_f1"]
+            row[f"{mode}_checks"] = d[mode]["checks"]
+        row["drift_char_f1"] = d["drift"]["char_f1"]
+        row["by_turn"] = {
+            k: [e["teacher_forced"]["char_f1"], e["closed_loop"]["char_f1"]]
+            for k, e in d["turns"].items()
+        }
+        out[domain] = row
+    return out
+
+
+def check_figures(summary: dict) -> dict:
+    """Per domain and check: the model's pass rate and each baseline's."""
+    out = {}
+    for domain, entry in summary["domains"].items():
+        for check, c in entry.get("checks", {}).items():
+            row = {"items": c["n"], "model": c["passed"]}
+            for name, b in summary.get("baselines", {}).items():
+                row[name] = b.get(domain, {}).get("checks", {}).get(check, {}).get("passed")
+            out[f"{domain}.{check}"] = row
+    return out
+
+
+def ranking_figures(report: dict) -> dict:
+    """Per domain: tasks, success per rung (real and each simulation), tau with its
+    interval, inflation per rung."""
+    return {
+        domain: {
+            "tasks": d["tasks"],
+            "success": d["success"],
+            "tau": {m: [t["tau"], t["ci95"]] for m, t in d["tau"].items()},
+            "inflation": d["inflation"],
+        }
+        for domain, d in report["domains"].items()
+    }
 
 
 # Settings the collector never draws (agentworld.collect.variety's pools hold none of
@@ -190,6 +265,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--sft-steps", type=int, default=1000)
     p.add_argument("--rl-steps", type=int, default=12)
     p.add_argument("--sessions", type=int, default=9, help="unseen-settings terminal sessions")
+    p.add_argument("--loop-episodes", type=int, default=24, help="held-out episodes closed-loop")
+    p.add_argument("--loop-turns", type=int, default=6, help="turns per closed-loop episode")
+    p.add_argument("--ranking-tasks", type=int, default=8, help="ranking tasks per family")
     p.add_argument("--out", help="run directory (default: a temporary one)")
     a = parse_sized(p, QUICK, argv)
     from agentworld.recipes import load
@@ -216,6 +294,8 @@ def main() -> int:
         out = os.path.abspath(a.out or tmp)
         pipeline(out, a, timings)
         sft, rl = heldout(out, "sft", a, timings), heldout(out, "rl", a, timings)
+        drift = closed_loop(out, "rl", a, timings)
+        ranks = ranking(out, "sft", a, timings)
         rows = record_sessions(a.sessions, f"{out}/awb/terminal_test.jsonl")
         awb = awb_check(out, "rl", a.recipe)
         report = json.loads(Path(out, "prepared", "report.json").read_text())
@@ -255,10 +335,15 @@ def main() -> int:
         "rl_contexts": {"kept": rl_counts["contexts"], "left_out": rl_counts["rejected_contexts"]},
         "rl_reward": {k: [r.get(k) for r in rl_rows] for k in ("reward/total", "reward/format", "reward/char_f1")},
         "awb_unseen_settings": {"rows": rows, "rl": awb_f},
+        "checks": {"sft": check_figures(sft), "rl": check_figures(rl)},
+        "closed_loop": {"rl": drift_figures(drift), "episodes": a.loop_episodes,
+                        "max_turns": a.loop_turns},
+        "ranking": {"sft": ranking_figures(ranks), "tasks_per_family": a.ranking_tasks},
         "seconds": {k: round(v, 1) for k, v in timings.items()},
     }  # fmt: skip
     path = write_result("fidelity", result, goals=goals)
     print(json.dumps({"heldout_sft": sft_f, "heldout_rl": rl_f, "awb_rl": awb_f}, indent=1))
+    print(json.dumps({k: result[k] for k in ("checks", "closed_loop", "ranking")}, indent=1))
     for g in goals:
         print(
             f"[bench_fidelity] {g['name']}: {g['value']:.3f} {g['op']} {g['target']} met={g['met']}"
