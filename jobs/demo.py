@@ -53,12 +53,17 @@ def config_args(args: argparse.Namespace) -> tuple[str, ...]:
     return ("--recipe", args.recipe, *(a for i in [*items, *args.set] for a in ("--set", i)))
 
 
+def policy_dir(args: argparse.Namespace) -> str:
+    """The export the demo evaluates and serves: RL's, or SFT's when RL is skipped."""
+    return f"{args.out.rstrip('/')}/{'sft' if args.skip_rl else 'rl'}/hf"
+
+
 def plan(args: argparse.Namespace) -> list:
     """The stages in pipeline order, each the job a user would run on its own."""
     from agentworld.pipeline import Stage
 
     out, cfg = args.out.rstrip("/"), config_args(args)
-    policy = f"{out}/sft/hf" if args.skip_rl else f"{out}/rl/hf"
+    policy = policy_dir(args)
     plan = [
         ("collect", f"{out}/raw", ("--out", f"{out}/raw", *cfg)),
         ("prepare", f"{out}/prepared", ("--input", f"{out}/raw", "--out", f"{out}/prepared", *cfg)),
@@ -81,8 +86,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     from agentworld.cluster import local_ray
     from agentworld.console import say
+    from agentworld.model.card import add_fidelity
     from agentworld.pipeline import job_mains, run_pipeline
     from agentworld.report import build_report
+    from agentworld.report.sections import read_json
     from agentworld.report.summary import summary_lines
 
     rc = run_pipeline(
@@ -92,6 +99,9 @@ def main(argv: list[str] | None = None) -> int:
         load_main=job_mains(JOBS),
         cluster=lambda: local_ray(num_cpus=args.num_cpus),
     )
+    summary = read_json(os.path.join(args.out, "eval", "score", "summary.json"))
+    if summary is not None:  # the evaluated policy's card gets its held-out fidelity
+        add_fidelity(policy_dir(args), summary)
     build_report(args.out)
     for line in summary_lines(args.out):
         say(f"[demo] {line}")

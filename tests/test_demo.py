@@ -104,6 +104,13 @@ def test_demo_report_has_every_section(demo_run):
     for domain in summary["domains"]:  # a domain of one held-out item has no interval
         assert re.search(rf"^\| {domain} \|.* [+-]\d+\.\d vs \w+", top, flags=re.M), (domain, top)
     assert re.search(r"^\| all \|.* vs \w+ \[[+-]\d+\.\d, [+-]\d+\.\d\] \|$", top, flags=re.M), top
+    # Every export carries a model card; the evaluated policy's holds its fidelity.
+    from agentworld.model.card import read_card
+
+    for stage in ("cpt", "sft", "rl"):
+        assert read_card(str(run / stage / "hf"))["agentworld"]["stage"] == stage
+    metrics = read_card(str(run / "rl" / "hf"))["model-index"][0]["results"][0]["metrics"]
+    assert any(m["name"].startswith("char_f1 margin vs ") for m in metrics), metrics
     for png in ("loss.png", "rl.png", "fidelity.png", "stages.png"):
         assert (run / "report" / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png
         assert f"({png})" in md

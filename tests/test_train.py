@@ -10,6 +10,7 @@ without Ray in test_train_units.py."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 
 import numpy as np
@@ -185,6 +186,14 @@ def test_cpt_heldout_loss_falls_and_the_run_is_recorded(cpt_run, packed_data):
     assert len(runs) == 1
     recorded = open(runs[0], "rb").read()
     assert b"expert_parallel_size" in recorded and b"eval_loss" in recorded
+    # The export carries its model card: a fresh model, the domains it was trained on.
+    from agentworld.model.card import read_card
+
+    card = read_card(os.path.join(out, "hf"))
+    assert "base_model" not in card and card["agentworld"]["steps"] == 24
+    trained = card["agentworld"]["trained_on"]["trajectories_per_domain"]
+    report = json.loads(open(os.path.join(packed_data, "report.json")).read())
+    assert trained == {d: c["kept"] for d, c in report["by_domain"].items()} and trained
     # A finished run does nothing on rerun.
     again, lines = _run("cpt", packed_data, out)
     assert again == manifest and "complete; nothing to do" in lines[0]

@@ -48,6 +48,7 @@ from agentworld.io import (
     write_manifest,
 )
 from agentworld.model import load_tokenizer, local_model_dir, save_pretrained
+from agentworld.model.card import card_data, write_card
 
 
 def run(job: AgentJob, *, world: Any = None) -> dict[str, Any]:
@@ -190,6 +191,11 @@ def run_group(ctx: Context, init_dir: str, variants: list[str], demos: list[Any]
             res["hf"] = workers.learners.export_hf(
                 join(out, "agents", v, "hf"), ctx.job.world_model
             )
+            recipe = ctx.job.config.get("name", "custom")
+            card = card_data(stage="agent", name=f"agentworld-{recipe}-agent-{v}",
+                             base_model=init_dir, domains={}, recipe=recipe,
+                             steps=cfg.rl.max_steps if v != "untrained" else 0)  # fmt: skip
+            write_card(res["hf"], card)
             results[v] = res
             say(f"[agent] {v}: real success {res['real_eval']['all']['success_rate']:.2f}")
     finally:

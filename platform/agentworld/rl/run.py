@@ -9,6 +9,7 @@ from typing import Any
 from agentworld.console import say
 from agentworld.io import is_complete, join, read_manifest, write_jsonl, write_manifest
 from agentworld.model import load_tokenizer
+from agentworld.model.card import card_data, trained_on, write_card
 from agentworld.rl import checkpoint
 from agentworld.rl.config import RolloutConfig
 from agentworld.rl.data import load_contexts, tokenize_contexts
@@ -85,6 +86,10 @@ def run(job: RLJob, *, workers: Any = None, stop_after: int | None = None) -> di
         if end < rl.max_steps:
             return {"status": "stopped", "step": end}
         hf = workers.learners.export_hf(join(out_url, "hf"), init_url)
+        recipe = job.config.get("name", "custom")
+        card = card_data(stage="rl", name=f"agentworld-{recipe}-rl", base_model=init_url,
+                         domains=trained_on(data_url), recipe=recipe, steps=rl.max_steps)  # fmt: skip
+        write_card(join(out_url, "hf"), card)
     finally:
         if log is not None:
             log.close()

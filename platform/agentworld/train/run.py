@@ -15,6 +15,7 @@ from agentworld.cluster import local_ray
 from agentworld.console import say
 from agentworld.io import is_complete, join, read_manifest, write_manifest
 from agentworld.io.storage import copy_local_dir_to
+from agentworld.model.card import card_data, trained_on, write_card
 from agentworld.train.job import DataPlan, TrainJob
 from agentworld.train.job import plan as make_plan
 from agentworld.train.progress import Progress
@@ -123,6 +124,15 @@ def run(
         "resumed_from_steps": history.resumed_from,
         "expert_placement": metrics.get("placement", []),
     }
+    card = card_data(
+        stage=job.stage,
+        name=f"agentworld-{job.name}-{job.stage}",
+        base_model=plan.source.init_url,
+        domains=trained_on(job.data),
+        recipe=job.name,
+        steps=counts["steps"],
+    )
+    write_card(join(job.out, "hf"), card)
     return write_manifest(
         job.out,
         stage=job.stage,
