@@ -86,10 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     from agentworld.cluster import local_ray
     from agentworld.console import say
-    from agentworld.model.card import add_fidelity
     from agentworld.pipeline import job_mains, run_pipeline
     from agentworld.report import build_report
-    from agentworld.report.sections import read_json
     from agentworld.report.summary import summary_lines
 
     rc = run_pipeline(
@@ -99,9 +97,6 @@ def main(argv: list[str] | None = None) -> int:
         load_main=job_mains(JOBS),
         cluster=lambda: local_ray(num_cpus=args.num_cpus),
     )
-    summary = read_json(os.path.join(args.out, "eval", "score", "summary.json"))
-    if summary is not None:  # the evaluated policy's card gets its held-out fidelity
-        add_fidelity(policy_dir(args), summary)
     build_report(args.out)
     for line in summary_lines(args.out):
         say(f"[demo] {line}")

@@ -23,6 +23,8 @@ from agentworld.evaluate.simulators import (
     SessionSimulator,
     Simulator,
 )
+from agentworld.io import join, read_bytes
+from agentworld.model.card import add_fidelity
 from agentworld.scoring.config import JudgeConfig
 
 HELP = {
@@ -175,6 +177,10 @@ def run_command(
         )
         _report("score", m)
         print(run.read_table(args.out))
+        if fidelity and args.model:  # the export's model card gets what was measured
+            summary = json.loads(read_bytes(join(args.out, "score", "summary.json")))
+            if add_fidelity(args.model, summary):
+                print(f"[evaluate] model card updated: {join(args.model, 'README.md')}")
     if args.command == "compare":
         _report("compare", run.compare_stage(args.summaries, args.out, metric=args.metric))
     return 0
