@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import csv
+import datetime
 import gzip
 import json
 import os
@@ -335,7 +336,8 @@ def test_every_file_ingests_with_the_episodes_and_turns_its_source_holds(realdat
 def test_files_no_adapter_claims_are_quarantined_naming_the_formats_tried(ingested):
     for label in ("README.md", "MANIFEST.tsv", "LICENSES/SWE-agent_SWE-agent__LICENSE"):
         [row] = ingested[label]
-        assert row["status"] == "quarantined" and row["source"] == f"unclaimed:{label}"
+        assert row["status"] == "quarantined" and row["source"] == "unclaimed"
+        assert row["reason"].startswith(f"{label}, file: no adapter claims it (tried: ")
         assert all(name in row["reason"] for name in FORMAT_NAMES), row["reason"]
 
 
@@ -548,8 +550,6 @@ def test_restricted_unpickler_refuses_os_system_and_runs_nothing(realdata, tmp_p
 
 
 def test_restricted_unpickler_refuses_any_class_outside_its_list(realdata, tmp_path):
-    import datetime
-
     data = pickle.dumps({"step": 1, "obs": {"when": datetime.datetime(2024, 1, 1)}})
     with pytest.raises(safe_pickle.ForbiddenGlobal, match=r"datetime\.datetime"):
         safe_pickle.loads(data)

@@ -74,7 +74,7 @@ def prepared(ray_cluster, collected_corpus, realdata, tmp_path_factory):
     """One run: all of realdata, the collected corpus, planted and fuzzed inputs. The
     drop guard is off (max_domain_drop_share=1) so that the report shows every domain's
     drops at the demo recipe's seq_len instead of stopping on the first."""
-    from agentworld.data.run import prepare
+    from agentworld.data.run import prepare  # the pipeline and Ray load only when this runs
 
     root = tmp_path_factory.mktemp("ingest-prepare")
     bad = root / "bad"

@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from fsspec import AbstractFileSystem
+
 from agentworld.io import get_fs
 from agentworld.schema import RecordError, Trajectory
 
@@ -65,16 +67,12 @@ class Unit:
     ``file`` part of every record's source, stable across machines."""
     storage_options: dict[str, Any] = field(default_factory=dict)
 
-    @property
-    def fs_path(self):
+    def fs_path(self) -> tuple[AbstractFileSystem, str]:
+        """The unit's filesystem and its path there."""
         return get_fs(self.url, **self.storage_options)
 
-    @property
-    def name(self) -> str:
-        return posixpath.basename(self.url.rstrip("/"))
-
     def is_dir(self) -> bool:
-        fs, path = self.fs_path
+        fs, path = self.fs_path()
         return fs.isdir(path)
 
     def child(self, name: str) -> str:
@@ -84,7 +82,7 @@ class Unit:
 
     def names(self) -> list[str]:
         """Entries of a folder unit (files and folders), sorted."""
-        fs, path = self.fs_path
+        fs, path = self.fs_path()
         return sorted(posixpath.basename(p.rstrip("/")) for p in fs.ls(path, detail=False))
 
     def exists(self, name: str) -> bool:
@@ -97,7 +95,7 @@ class Unit:
             return f.read()
 
     def read_text(self, name: str | None = None) -> str:
-        """The unit's (or a child's) text; bad UTF-8 raises MalformedJSONError-like."""
+        """The unit's (or a child's) text; bad UTF-8 is a RecordError naming the byte."""
         data = self.read_bytes(name)
         try:
             return data.decode("utf-8")
@@ -105,7 +103,7 @@ class Unit:
             raise RecordError(f"invalid UTF-8 at byte {e.start}") from None
 
     def head(self) -> Head:
-        fs, path = self.fs_path
+        fs, path = self.fs_path()
         if fs.isdir(path):
             return Head(names=tuple(self.names()), is_dir=True)
         with fs.open(path, "rb") as f:

@@ -12,7 +12,8 @@ from agentworld.data.formats.base import Item, Problem, Unit, describe
 from agentworld.data.formats.registry import FORMATS, SHARD_FORMATS, detect, lookup
 
 UNCLAIMED = "unclaimed"
-"""The format named in the source of a unit no adapter claims."""
+"""The source of every unit no adapter claims: one row in the report's source table
+however many such files an input holds (each is named in its reason and its input)."""
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,7 @@ def read_unit(unit: Unit, fmt: str) -> Iterator[Read]:
         if name is None:
             tried = ", ".join(FORMATS)
             problem = Problem(position="file", reason=f"no adapter claims it (tried: {tried})")
-            yield Read(problem, "unknown", f"{UNCLAIMED}:{unit.label}")
+            yield Read(problem, "unknown", UNCLAIMED)
             return
     elif fmt in SHARD_FORMATS:
         reason = f"data.input_format={fmt} reads only JSONL and Parquet shards"
