@@ -1,5 +1,6 @@
 """Session-wide real components shared by the tests: a local S3-compatible server
-(moto's server mode on 127.0.0.1), a local Ray cluster, a tiny MoE checkpoint.
+(moto's server mode on 127.0.0.1), a local Ray cluster, a tiny MoE checkpoint, the
+simulator's Serve application on it.
 
 Heavy pieces start once per session and only when a test asks for them.
 """
@@ -7,9 +8,12 @@ Heavy pieces start once per session and only when a test asks for them.
 from __future__ import annotations
 
 import os
+import socket
+import uuid
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("WANDB_MODE", "offline")
@@ -153,3 +157,52 @@ def collected_corpus(tmp_path_factory, ray_cluster):
     config = CollectConfig(episodes=40, seed=0, episodes_per_task=10, max_parallel=2)
     collect(config, out)
     return out
+
+
+SIM_KEYS = {
+    "team-a": "sk-team-a-0001",
+    "team-b": "sk-team-b-0002",
+    "team-c": "sk-team-c-0003",
+    "team-d": "sk-team-d-0004",  # the fuzzer's and the metrics test's own team
+    "team-e": "sk-team-e-0005",  # the simulated MCP servers' and the playground's teams
+    "team-f": "sk-team-f-0006",
+}
+SIM_TIMEOUT_S = 20  # limits.request_timeout_s: a 12-token step takes well under 1 s
+
+
+@pytest.fixture(scope="session")
+def sim_url(ray_cluster, tiny_checkpoint, tmp_path_factory):
+    """serve/sim_cpu.yaml deployed with the tiny checkpoint and the test teams (team-c
+    is rate limited hard), started once for every module that calls it (about 80 s on
+    an idle 2-core machine); yields the base URL."""
+    from ray import serve
+
+    from agentworld.sim.placement.app import build_app
+
+    config = yaml.safe_load((ROOT / "serve" / "sim_cpu.yaml").read_text())
+    app_config = config["applications"][0]
+    args = app_config["args"]
+    args["model"] = tiny_checkpoint
+    args["engine"]["max_model_len"] = 1024
+    args["auth"] = {"api_keys": SIM_KEYS, "api_keys_env": None}
+    # team-c is limited hard for the rate-limit test; the others must never be, however
+    # fast an idle machine runs the modules (burst 20 alone runs out within one test).
+    args["limits"].update(
+        burst=20,
+        rate_per_minute=100_000,
+        max_request_bytes=16 * 1024,
+        team_rate_per_minute={"team-c": 1},
+        request_timeout_s=SIM_TIMEOUT_S,
+    )
+    args["ingress_replicas"] = 2  # any replica serves any session (the store is shared)
+    args["store_name"] = f"sim-test-{uuid.uuid4().hex[:8]}"
+    args["storage_url"] = str(tmp_path_factory.mktemp("sim-sessions"))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    serve.start(http_options={"host": "127.0.0.1", "port": port})
+    serve.run(build_app(args), name=app_config["name"], route_prefix=app_config["route_prefix"])
+    yield f"http://127.0.0.1:{port}"
+    serve.delete(app_config["name"])
+    serve.shutdown()
+    ray_cluster.kill(ray_cluster.get_actor(args["store_name"], namespace=args["store_namespace"]))

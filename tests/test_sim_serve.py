@@ -1,6 +1,7 @@
 """The simulator on a real Ray Serve deployment: serve/sim_cpu.yaml's application with
-the tiny checkpoint on the vLLM CPU build, started once for the module (about 80 s on
-an idle 2-core machine), called over HTTP by the real openai client and by SimEnv."""
+the tiny checkpoint on the vLLM CPU build (the session's ``sim_url`` fixture, shared
+with the MCP and playground tests), called over HTTP by the real openai client and by
+SimEnv."""
 
 from __future__ import annotations
 
@@ -10,66 +11,19 @@ import threading
 import time
 import urllib.error
 import urllib.request
-import uuid
 
 import pytest
 import yaml
 from hypothesis import HealthCheck, settings
 
 from agentworld.sim import SimAPIError, SimClient, SimEnv
-from tests.conftest import ROOT
+from tests.conftest import ROOT, SIM_KEYS, SIM_TIMEOUT_S
 
 pytestmark = pytest.mark.slow
 
-KEYS = {
-    "team-a": "sk-team-a-0001",
-    "team-b": "sk-team-b-0002",
-    "team-c": "sk-team-c-0003",
-    "team-d": "sk-team-d-0004",  # the fuzzer's and the metrics test's own team
-}
-TIMEOUT_S = 20  # limits.request_timeout_s: a 12-token step takes well under 1 s
+KEYS = SIM_KEYS
+TIMEOUT_S = SIM_TIMEOUT_S
 MODEL = "agentworld"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def sim_url(ray_cluster, tiny_checkpoint, tmp_path_factory):
-    """serve/sim_cpu.yaml deployed with the tiny checkpoint and three test teams
-    (team-c is rate limited hard); yields the base URL."""
-    from ray import serve
-
-    from agentworld.sim.placement.app import build_app
-
-    config = yaml.safe_load((ROOT / "serve" / "sim_cpu.yaml").read_text())
-    app_config = config["applications"][0]
-    args = app_config["args"]
-    args["model"] = tiny_checkpoint
-    args["engine"]["max_model_len"] = 1024
-    args["auth"] = {"api_keys": KEYS, "api_keys_env": None}
-    # team-c is limited hard for the rate-limit test; the others must never be, however
-    # fast an idle machine runs the module (burst 20 alone runs out within one test).
-    args["limits"].update(
-        burst=20,
-        rate_per_minute=100_000,
-        max_request_bytes=16 * 1024,
-        team_rate_per_minute={"team-c": 1},
-        request_timeout_s=TIMEOUT_S,
-    )
-    args["ingress_replicas"] = 2  # any replica serves any session (the store is shared)
-    args["store_name"] = f"sim-test-{uuid.uuid4().hex[:8]}"
-    args["storage_url"] = str(tmp_path_factory.mktemp("sim-sessions"))
-    port = _free_port()
-    serve.start(http_options={"host": "127.0.0.1", "port": port})
-    serve.run(build_app(args), name=app_config["name"], route_prefix=app_config["route_prefix"])
-    yield f"http://127.0.0.1:{port}"
-    serve.delete(app_config["name"])
-    serve.shutdown()
-    ray_cluster.kill(ray_cluster.get_actor(args["store_name"], namespace=args["store_namespace"]))
 
 
 def _http(
