@@ -35,6 +35,8 @@ class LimitsConfig:
     """Live sessions per team; creating one more is refused with 429."""
     session_ttl_s: float = 3600.0
     """A session unused for this long is deleted."""
+    max_environments_per_team: int = 64
+    """Registered environments (simulated MCP servers) per team; one more is refused with 429."""
     rate_per_minute: float = 600.0
     """Requests per team per minute (token bucket), all routes together."""
     burst: int = 60
@@ -55,6 +57,7 @@ class LimitsConfig:
             max_session_chars=self.max_session_chars,
             max_sessions_per_team=self.max_sessions_per_team,
             session_ttl_s=self.session_ttl_s,
+            max_environments_per_team=self.max_environments_per_team,
             rate_per_minute=self.rate_per_minute,
             burst=self.burst,
             max_tokens=self.max_tokens,

@@ -65,3 +65,8 @@ def not_found(session_id: str) -> SimError:
     # The same answer for a missing, expired or another team's session: a team cannot
     # learn which ids exist.
     return SimError(404, "session_not_found", f"no session {session_id!r} for this API key")
+
+
+def environment_not_found(name: str) -> SimError:
+    # As for sessions: another team's environment is indistinguishable from none.
+    return SimError(404, "environment_not_found", f"no environment {name!r} for this API key")

@@ -1,7 +1,8 @@
-"""The ASGI layer in front of every ``/v1`` route: oversized headers get a 431, the API
-key names the team (401 otherwise), the body is read up to the size limit (413 past
-it, before any parsing), and each request is counted in Prometheus metrics (Ray
-Serve's, made by ``agentworld.sim.placement.request_metrics``)."""
+"""The ASGI layer in front of every ``/v1`` route (the simulated MCP servers' included):
+oversized headers get a 431, the API key names the team (401 otherwise), the body is
+read up to the size limit (413 past it, before any parsing), and each request is
+counted in Prometheus metrics (Ray Serve's, made by
+``agentworld.sim.placement.request_metrics``)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from agentworld.sim.keys import load_keys
 
 _ROUTES = (
     (re.compile(r"^/v1/sessions/[^/]+/step$"), "/v1/sessions/{id}/step"),
+    (re.compile(r"^/v1/environments/[^/]+$"), "/v1/environments/{name}"),
+    (re.compile(r"^/v1/mcp/[^/]+$"), "/v1/mcp/{environment}"),
     (re.compile(r"^/v1/sessions/[^/]+$"), "/v1/sessions/{id}"),
     (re.compile(r"^/v1/models/.+$"), "/v1/models/{model}"),
 )

@@ -4,9 +4,10 @@ an error naming the field rather than a silently ignored option."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agentworld.sim.errors import SimError
 
@@ -79,6 +80,53 @@ class EnvironmentSpec(_Strict):
 class CreateSession(EnvironmentSpec):
     metadata: dict[str, str] | None = Field(default=None, max_length=32)
     """Free labels kept with the session (e.g. the agent run it belongs to)."""
+
+
+class ServerIdentity(_Strict):
+    """How a simulated MCP server introduces itself in ``initialize`` (a twin: the real
+    server's own ``serverInfo`` and instructions)."""
+
+    name: str = Field(min_length=1, max_length=256)
+    version: str = Field(default="", max_length=128)
+    title: str | None = Field(default=None, max_length=256)
+    instructions: str | None = Field(default=None, max_length=_TEXT)
+
+
+class RegisterEnvironment(EnvironmentSpec):
+    """A named environment a team serves as a simulated MCP server (and opens sessions
+    of in the playground): the session fields, plus what MCP clients are shown."""
+
+    domain: str = Field(default="mcp", min_length=1, max_length=128)
+    description: str | None = Field(default=None, max_length=4096)
+    """One line for people: what this environment is (shown in the playground)."""
+    mcp_tools: list[dict[str, Any]] | None = Field(default=None, max_length=512)
+    """The tool definitions ``tools/list`` answers, verbatim (a twin: the real server's,
+    output schemas and annotations included); None answers ``tools``. They are not
+    rendered into the system text: ``environment`` says what the model sees."""
+    error_patterns: list[str] | None = Field(default=None, max_length=32)
+    """Regular expressions: a simulated result of a tool without an output schema that
+    matches one is an ``isError`` result; None keeps the default patterns."""
+    server: ServerIdentity | None = None
+
+    @field_validator("error_patterns")
+    @classmethod
+    def _patterns_compile(cls, patterns: list[str] | None) -> list[str] | None:
+        for pattern in patterns or []:
+            try:
+                re.compile(pattern)
+            except re.error as e:
+                raise ValueError(f"{pattern!r} is not a regular expression: {e}") from None
+        return patterns
+
+    def session_spec(self) -> EnvironmentSpec:
+        """The fields a session is opened with."""
+        return EnvironmentSpec.model_validate(
+            self.model_dump(include=set(EnvironmentSpec.model_fields), exclude_none=True)
+        )
+
+
+ENVIRONMENT_NAME = re.compile(r"^[a-z0-9][a-z0-9_\-]{0,63}$")
+"""Names of registered environments: they appear in URLs and file names."""
 
 
 class StepRequest(_Strict):

@@ -4,13 +4,16 @@ runs one ``SessionStore`` as a detached Ray actor that every simulator replica s
 A session is a JSON-serializable dict; the store enforces ownership (another team's
 session does not exist for you), the idle TTL, the caps on turns and size, and
 optimistic concurrency (a step names the turn count it was computed from, so two
-simultaneous steps on one session cannot both land). With ``storage_url`` every change is
-also written to ``<storage_url>/<session id>.json`` and reloaded when the store starts.
+simultaneous steps on one session cannot both land). It also holds the environments
+teams register (the simulated MCP servers), by team and name. With ``storage_url``
+every change is also written to ``<storage_url>/<session id>.json`` (an environment to
+``env-<digest>.json``) and reloaded when the store starts.
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import time
 import uuid
@@ -20,7 +23,7 @@ from typing import Any
 from agentworld.io import get_fs, join, write_bytes
 from agentworld.io.storage import remove
 from agentworld.sim.config import LimitsConfig
-from agentworld.sim.errors import SimError, not_found
+from agentworld.sim.errors import SimError, environment_not_found, not_found
 
 
 class RateLimiter:
@@ -54,6 +57,7 @@ class SessionStore:
         self.storage_url = storage_url
         self._clock = clock
         self._sessions: dict[str, dict[str, Any]] = {}
+        self._environments: dict[tuple[str, str], dict[str, Any]] = {}
         self._rates = RateLimiter()
         if storage_url:
             self._load()
@@ -152,6 +156,64 @@ class SessionStore:
         del self._sessions[session_id]
         self._unpersist(session_id)
 
+    # -- registered environments ------------------------------------------------------
+
+    def put_environment(self, team: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+        """Register (or replace) the team's environment ``name``."""
+        now = self._clock()
+        old = self._environments.get((team, name))
+        if old is None and self._count_environments(team) >= self.limits.max_environments_per_team:
+            raise SimError(
+                429,
+                "too_many_environments",
+                f"this team already holds {self.limits.max_environments_per_team} environments; "
+                "delete some",
+            )
+        record = {
+            **spec,
+            "name": name,
+            "team": team,
+            "created_at": old["created_at"] if old else now,
+            "updated_at": now,
+        }
+        self._environments[(team, name)] = record
+        if self.storage_url:
+            write_bytes(self._environment_path(team, name), json.dumps(record).encode())
+        return copy.deepcopy(record)
+
+    def get_environment(self, team: str, name: str) -> dict[str, Any]:
+        record = self._environments.get((team, name))
+        if record is None:
+            raise environment_not_found(name)
+        return copy.deepcopy(record)
+
+    def list_environments(self, team: str) -> list[dict[str, Any]]:
+        return [
+            _environment_summary(e)
+            for (owner, _), e in sorted(self._environments.items())
+            if owner == team
+        ]
+
+    def delete_environment(self, team: str, name: str) -> None:
+        if self._environments.pop((team, name), None) is None:
+            raise environment_not_found(name)
+        if self.storage_url:
+            remove(self._environment_path(team, name))
+
+    def mcp_lookup(self, team: str, name: str, session_id: str | None) -> dict[str, Any]:
+        """One MCP request's admission and context in one call: the team's rate, its
+        environment ``name`` and, when the request names one, its session of that
+        environment (404 for any other: another team's, another environment's, expired)."""
+        self.admit(team)
+        environment = self.get_environment(team, name)
+        session = None
+        if session_id is not None:
+            session = self._owned(team, session_id)
+            if session.get("environment") != name:
+                raise not_found(session_id)
+            session = _summary(session)
+        return {"environment": environment, "session": session}
+
     def stats(self) -> dict[str, int]:
         teams: dict[str, int] = {}
         for s in self._sessions.values():
@@ -191,6 +253,15 @@ class SessionStore:
         self._sessions.pop(session_id, None)
         self._unpersist(session_id)
 
+    def _count_environments(self, team: str) -> int:
+        return sum(1 for owner, _ in self._environments if owner == team)
+
+    def _environment_path(self, team: str, name: str) -> str:
+        # Team and name are both restricted to file-safe characters, but together they
+        # would need a separator that neither may hold: a digest has none.
+        digest = hashlib.sha256(f"{team}/{name}".encode()).hexdigest()[:24]
+        return join(self.storage_url, f"env-{digest}.json")
+
     def _path(self, session_id: str) -> str:
         return join(self.storage_url, f"{session_id}.json")
 
@@ -211,6 +282,15 @@ class SessionStore:
                 self._sessions[record["id"]] = record
             else:
                 fs.rm(path)
+        for path in fs.glob(f"{root.rstrip('/')}/env-*.json"):
+            record = json.loads(fs.cat_file(path))
+            self._environments[(record["team"], record["name"])] = record
+
+
+def _environment_summary(record: dict[str, Any]) -> dict[str, Any]:
+    keys = ("name", "domain", "description", "created_at", "updated_at")
+    tools = record.get("mcp_tools") or record.get("tools") or []
+    return {**{k: record.get(k) for k in keys}, "tools": [t.get("name") for t in tools]}
 
 
 def _summary(record: dict[str, Any]) -> dict[str, Any]:

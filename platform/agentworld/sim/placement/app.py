@@ -58,6 +58,16 @@ ROUTES: dict[str, tuple[str, str, dict[str, Any]]] = {
     "delete_session": ("delete", "/v1/sessions/{session_id}", {}),
     "step_session": ("post", "/v1/sessions/{session_id}/step", _body("StepRequest")),
     "simulate": ("post", "/v1/simulate", _body("SimulateRequest")),
+    "list_environments": ("get", "/v1/environments", {}),
+    "put_environment": ("put", "/v1/environments/{name}", _body("RegisterEnvironment")),
+    "get_environment": ("get", "/v1/environments/{name}", {}),
+    "delete_environment": ("delete", "/v1/environments/{name}", {}),
+    # MCP's streamable HTTP: POST messages, DELETE ends the session, GET is refused (405).
+    "mcp": (
+        "api_route",
+        "/v1/mcp/{environment}",
+        {"methods": ["GET", "POST", "DELETE"], "include_in_schema": False},
+    ),
 }
 
 

@@ -1,5 +1,6 @@
 """The simulator's HTTP ingress: Ray Serve LLM's OpenAI-compatible router
-(``/v1/chat/completions``, ``/v1/models``) extended with the simulator API.
+(``/v1/chat/completions``, ``/v1/models``) extended with the simulator API and the
+simulated MCP servers of registered environments (``agentworld.sim.placement.mcp_routes``).
 
 Replicas hold no session state: sessions live in the shared store actor
 (``agentworld.sim.placement.session_store``), so any replica serves any session and a
@@ -24,7 +25,9 @@ from agentworld.schema import register_domain
 from agentworld.sim.config import ServeConfig
 from agentworld.sim.errors import SimError
 from agentworld.sim.keys import load_keys
+from agentworld.sim.mcp_server import McpFront
 from agentworld.sim.placement import session_store
+from agentworld.sim.placement.mcp_routes import McpRoutes
 from agentworld.sim.prompt import (
     action_text,
     injected_error,
@@ -42,14 +45,16 @@ from agentworld.sim.protocol import (
     StepRequest,
     parse_body,
 )
+from agentworld.sim.sessions import Sessions, new_session
 
 _STORE_TIMEOUT_S = 10.0
 _PRIVATE = ("team", "chars")
 
 
-class SimIngress(OpenAiIngress):
-    """OpenAI-compatible routes of the engine plus ``/v1/sessions``, ``/v1/simulate``
-    and ``/healthz``. The team comes from ``agentworld.sim.guard.Guard``."""
+class SimIngress(McpRoutes, OpenAiIngress):
+    """OpenAI-compatible routes of the engine plus ``/v1/sessions``, ``/v1/simulate``,
+    ``/healthz``, and the registered environments and their MCP servers (``McpRoutes``).
+    The team comes from ``agentworld.sim.guard.Guard``."""
 
     def __init__(
         self,
@@ -66,6 +71,10 @@ class SimIngress(OpenAiIngress):
             register_domain(name, description)
         self.store = session_store(self.cfg)
         self.replica = serve.get_replica_context().replica_id.unique_id
+        self.sessions = Sessions(self._call, self._predict, max_turns=self.cfg.limits.max_turns)
+        self.mcp_front = McpFront(
+            self.sessions, max_request_bytes=self.cfg.limits.max_request_bytes
+        )
 
     # -- OpenAI-compatible routes: the same rate limit as the simulator's ------------
 
@@ -90,14 +99,7 @@ class SimIngress(OpenAiIngress):
     async def create_session(self, request: Request) -> JSONResponse:
         team = await self._admit(request)
         spec = parse_body(CreateSession, await request.body())
-        session = {
-            "domain": resolve_domain(spec.domain),
-            "system": system_text(spec),
-            "control": spec.control.model_dump() if spec.control else None,
-            "sampling": spec.sampling.model_dump() if spec.sampling else None,
-            "metadata": spec.metadata or {},
-        }
-        record = await self._call("create", team, session)
+        record = await self.sessions.open(team, new_session(spec, metadata=spec.metadata))
         return JSONResponse(self._view(record), status_code=201)
 
     async def list_sessions(self, request: Request) -> JSONResponse:
@@ -116,19 +118,7 @@ class SimIngress(OpenAiIngress):
     async def step_session(self, session_id: str, request: Request) -> JSONResponse:
         team = await self._admit(request)
         step = parse_body(StepRequest, await request.body())
-        action = action_text(step.action)
-        record = await self._call("check_step", team, session_id, action)
-        control = Control.model_validate(record["control"]) if record["control"] else None
-        sampling = step.sampling or Sampling.model_validate(record["sampling"] or {})
-        done = len(record["turns"])
-        turn = await self._predict(
-            record["system"], record["turns"], step.action, control, sampling
-        )
-        await self._call("append_turn", team, session_id, expected_turns=done, turn=turn)
-        turns_left = self.cfg.limits.max_turns - done - 1
-        return JSONResponse(
-            {"session_id": session_id, "turn": done + 1, "turns_left": turns_left, **turn}
-        )
+        return JSONResponse(await self.sessions.step(team, session_id, step.action, step.sampling))
 
     async def simulate(self, request: Request) -> JSONResponse:
         await self._admit(request)
@@ -211,6 +201,10 @@ class SimIngress(OpenAiIngress):
             raise SimError(status, "model_error", f"the model refused the request: {error.message}")
         choice = first.choices[0]
         return choice.message.content or "", choice.finish_reason
+
+    @staticmethod
+    def _team_of(request: Request) -> str:
+        return _team(request)
 
     async def _admit(self, request: Request) -> str:
         team = _team(request)
