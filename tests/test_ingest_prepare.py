@@ -184,3 +184,33 @@ def test_a_jsonl_line_adapter_and_the_shards_of_a_run_folder_read_side_by_side(p
     )
     lines = realdata / "swe/OpenHands__multi_swe_bench_output.jsonl"
     assert by_input[str(lines)]["read"] == 3
+
+
+@pytest.mark.slow
+def test_cpt_then_sft_train_on_collected_and_ingested_data(prepared, tmp_path):
+    """The packed rows of collected plus ingested recordings train: CPT from a fresh
+    model, SFT from its export, held-out loss falling in each; the export's card counts
+    the ingested domains among what it was trained on."""
+    import dataclasses
+
+    from agentworld.model.card import read_card
+    from agentworld.recipes import get_recipe
+    from agentworld.recipes.jobs import train_job
+    from agentworld.train.run import run
+
+    recipe = get_recipe("debug_cpu")
+    short = dataclasses.replace(recipe.train, max_steps=6, sft_max_steps=6, warmup_steps=1,
+                                eval_every=3, checkpoint_every=6)  # fmt: skip
+    recipe = dataclasses.replace(recipe, train=short)
+    data, quiet = prepared["out"], lambda _: None
+    cpt = run(train_job(recipe, stage="cpt", data=data, out=str(tmp_path / "cpt")), log=quiet)
+    init = str(tmp_path / "cpt" / "hf")
+    sft = run(train_job(recipe, stage="sft", data=data, out=str(tmp_path / "sft"), init=init),
+              log=quiet)  # fmt: skip
+    for manifest in (cpt, sft):
+        evals = [
+            v for _, v in sorted(manifest["counts"]["eval_loss"].items(), key=lambda kv: int(kv[0]))
+        ]
+        assert manifest["counts"]["steps"] == 6 and evals[-1] < evals[0], evals
+    trained = read_card(str(tmp_path / "sft" / "hf"))["agentworld"]["trained_on"]
+    assert INGESTED_ONLY <= set(trained["trajectories_per_domain"])
