@@ -3,7 +3,7 @@ uvicorn on loopback with the real ``Guard`` in front, over a plain ``SessionStor
 a scripted predictor in place of the model (the Serve application with the model is
 tests/test_sim_mcp.py). Spoken to by the official ``mcp`` client, directly and through
 the stdio bridge, and by hand-made HTTP requests; plus the observation -> MCP result
-rules, the store's environments."""
+rules, the store's environments and forks."""
 
 from __future__ import annotations
 
@@ -341,8 +341,29 @@ def test_environments_stay_with_their_team_and_come_back_from_storage(tmp_path):
     ] == ["two"]
 
 
+def test_a_fork_keeps_the_turns_up_to_its_turn(tmp_path):
+    store = SessionStore(LimitsConfig(), storage_url=str(tmp_path))
+    sid = store.create("alpha", {"system": "bash", "domain": "terminal", "metadata": {}})["id"]
+    for n in range(3):
+        turn = {"action": f"a{n}", "observation": f"o{n}", "injected": False}
+        store.append_turn("alpha", sid, expected_turns=n, turn=turn)
+    fork = store.fork("alpha", sid, 1)
+    assert [t["action"] for t in fork["turns"]] == ["a0"]
+    assert fork["metadata"] == {"forked_from": sid, "forked_at_turn": "1"}
+    assert fork["chars"] == len("bash") + len("a0") + len("o0")
+    assert len(store.get("alpha", sid)["turns"]) == 3  # the source is untouched
+    with pytest.raises(SimError) as past:
+        store.fork("alpha", sid, 4)
+    assert past.value.field == "turn"
+    with pytest.raises(SimError):
+        store.fork("beta", sid, 1)  # another team's session does not exist
+    reloaded = SessionStore(LimitsConfig(), storage_url=str(tmp_path))
+    assert reloaded.get("alpha", fork["id"])["turns"] == fork["turns"]
+
+
 def test_the_new_routes_are_counted_by_template():
     """Metrics label routes by template: session and environment names would make
     unbounded label values."""
     assert route_label("/v1/mcp/time") == "/v1/mcp/{environment}"
     assert route_label("/v1/environments/time") == "/v1/environments/{name}"
+    assert route_label("/v1/sessions/sess-1/fork") == "/v1/sessions/{id}/fork"

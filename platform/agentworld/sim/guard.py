@@ -18,6 +18,7 @@ from agentworld.sim.keys import load_keys
 
 _ROUTES = (
     (re.compile(r"^/v1/sessions/[^/]+/step$"), "/v1/sessions/{id}/step"),
+    (re.compile(r"^/v1/sessions/[^/]+/fork$"), "/v1/sessions/{id}/fork"),
     (re.compile(r"^/v1/environments/[^/]+$"), "/v1/environments/{name}"),
     (re.compile(r"^/v1/mcp/[^/]+$"), "/v1/mcp/{environment}"),
     (re.compile(r"^/v1/sessions/[^/]+$"), "/v1/sessions/{id}"),

@@ -129,6 +129,11 @@ ENVIRONMENT_NAME = re.compile(r"^[a-z0-9][a-z0-9_\-]{0,63}$")
 """Names of registered environments: they appear in URLs and file names."""
 
 
+class ForkRequest(_Strict):
+    turn: int = Field(ge=0)
+    """Turns of the source session the fork keeps (0: none, only its environment)."""
+
+
 class StepRequest(_Strict):
     action: Action
     sampling: Sampling | None = None

@@ -156,6 +156,26 @@ class SessionStore:
         del self._sessions[session_id]
         self._unpersist(session_id)
 
+    def fork(self, team: str, session_id: str, turn: int) -> dict[str, Any]:
+        """A new session with the source's environment and its first ``turn`` turns."""
+        source = self._owned(team, session_id)
+        if turn > len(source["turns"]):
+            raise SimError(
+                422,
+                "invalid_field",
+                f"session {session_id!r} has {len(source['turns'])} turns; cannot fork at {turn}",
+                field="turn",
+            )
+        kept = copy.deepcopy(source["turns"][:turn])
+        labels = {**source["metadata"], "forked_from": session_id, "forked_at_turn": str(turn)}
+        fields = {k: v for k, v in source.items() if k not in _OWN_FIELDS}
+        record = self.create(team, {**copy.deepcopy(fields), "metadata": labels})
+        stored = self._sessions[record["id"]]
+        stored["turns"] = kept
+        stored["chars"] += sum(len(t["action"]) + len(t["observation"]) for t in kept)
+        self._persist(stored)
+        return copy.deepcopy(stored)
+
     # -- registered environments ------------------------------------------------------
 
     def put_environment(self, team: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
@@ -285,6 +305,10 @@ class SessionStore:
         for path in fs.glob(f"{root.rstrip('/')}/env-*.json"):
             record = json.loads(fs.cat_file(path))
             self._environments[(record["team"], record["name"])] = record
+
+
+_OWN_FIELDS = {"id", "team", "turns", "chars", "created_at", "updated_at", "expires_at"}
+"""Fields of a session record that belong to that session alone (a fork gets its own)."""
 
 
 def _environment_summary(record: dict[str, Any]) -> dict[str, Any]:

@@ -57,6 +57,11 @@ ROUTES: dict[str, tuple[str, str, dict[str, Any]]] = {
     "get_session": ("get", "/v1/sessions/{session_id}", {}),
     "delete_session": ("delete", "/v1/sessions/{session_id}", {}),
     "step_session": ("post", "/v1/sessions/{session_id}/step", _body("StepRequest")),
+    "fork_session": (
+        "post",
+        "/v1/sessions/{session_id}/fork",
+        {"status_code": 201, **_body("ForkRequest")},
+    ),
     "simulate": ("post", "/v1/simulate", _body("SimulateRequest")),
     "list_environments": ("get", "/v1/environments", {}),
     "put_environment": ("put", "/v1/environments/{name}", _body("RegisterEnvironment")),
@@ -68,6 +73,7 @@ ROUTES: dict[str, tuple[str, str, dict[str, Any]]] = {
         "/v1/mcp/{environment}",
         {"methods": ["GET", "POST", "DELETE"], "include_in_schema": False},
     ),
+    "playground": ("get", "/playground", {"include_in_schema": False}),
 }
 
 

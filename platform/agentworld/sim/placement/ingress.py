@@ -1,6 +1,7 @@
 """The simulator's HTTP ingress: Ray Serve LLM's OpenAI-compatible router
-(``/v1/chat/completions``, ``/v1/models``) extended with the simulator API and the
-simulated MCP servers of registered environments (``agentworld.sim.placement.mcp_routes``).
+(``/v1/chat/completions``, ``/v1/models``) extended with the simulator API, the
+simulated MCP servers of registered environments (``agentworld.sim.placement.mcp_routes``)
+and the playground page.
 
 Replicas hold no session state: sessions live in the shared store actor
 (``agentworld.sim.placement.session_store``), so any replica serves any session and a
@@ -19,7 +20,7 @@ from ray import serve
 from ray.exceptions import RayActorError, RayTaskError
 from ray.serve.llm.ingress import OpenAiIngress
 from ray.serve.llm.openai_api_models import ChatCompletionRequest, CompletionRequest
-from starlette.responses import JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, Response
 
 from agentworld.schema import register_domain
 from agentworld.sim.config import ServeConfig
@@ -28,6 +29,7 @@ from agentworld.sim.keys import load_keys
 from agentworld.sim.mcp_server import McpFront
 from agentworld.sim.placement import session_store
 from agentworld.sim.placement.mcp_routes import McpRoutes
+from agentworld.sim.playground import playground_page
 from agentworld.sim.prompt import (
     action_text,
     injected_error,
@@ -40,6 +42,7 @@ from agentworld.sim.protocol import (
     Action,
     Control,
     CreateSession,
+    ForkRequest,
     Sampling,
     SimulateRequest,
     StepRequest,
@@ -53,8 +56,8 @@ _PRIVATE = ("team", "chars")
 
 class SimIngress(McpRoutes, OpenAiIngress):
     """OpenAI-compatible routes of the engine plus ``/v1/sessions``, ``/v1/simulate``,
-    ``/healthz``, and the registered environments and their MCP servers (``McpRoutes``).
-    The team comes from ``agentworld.sim.guard.Guard``."""
+    ``/healthz``, the registered environments and their MCP servers (``McpRoutes``)
+    and ``/playground``. The team comes from ``agentworld.sim.guard.Guard``."""
 
     def __init__(
         self,
@@ -75,6 +78,7 @@ class SimIngress(McpRoutes, OpenAiIngress):
         self.mcp_front = McpFront(
             self.sessions, max_request_bytes=self.cfg.limits.max_request_bytes
         )
+        self.page = playground_page()  # after the custom domains: the page lists them
 
     # -- OpenAI-compatible routes: the same rate limit as the simulator's ------------
 
@@ -96,10 +100,19 @@ class SimIngress(McpRoutes, OpenAiIngress):
         body = {"status": "ok", "model": self.cfg.model_id, "replica": self.replica, **stats}
         return JSONResponse(body)
 
+    async def playground(self) -> HTMLResponse:
+        return HTMLResponse(self.page, headers=_PAGE_HEADERS)
+
     async def create_session(self, request: Request) -> JSONResponse:
         team = await self._admit(request)
         spec = parse_body(CreateSession, await request.body())
         record = await self.sessions.open(team, new_session(spec, metadata=spec.metadata))
+        return JSONResponse(self._view(record), status_code=201)
+
+    async def fork_session(self, session_id: str, request: Request) -> JSONResponse:
+        team = await self._admit(request)
+        fork = parse_body(ForkRequest, await request.body())
+        record = await self._call("fork", team, session_id, fork.turn)
         return JSONResponse(self._view(record), status_code=201)
 
     async def list_sessions(self, request: Request) -> JSONResponse:
@@ -230,6 +243,18 @@ class SimIngress(McpRoutes, OpenAiIngress):
         view["turn"] = len(record["turns"])
         view["max_turns"] = self.cfg.limits.max_turns
         return view
+
+
+_PAGE_HEADERS = {
+    # The page is self-contained: nothing but this origin, no framing, no key in a referrer.
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+        "connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; "
+        "frame-ancestors 'none'"
+    ),
+    "Referrer-Policy": "no-referrer",
+    "X-Content-Type-Options": "nosniff",
+}
 
 
 def _team(request: Request) -> str:
