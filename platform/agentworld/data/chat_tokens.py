@@ -16,8 +16,19 @@ such earlier observation in the context was a token sequence the model never see
 inference (15 of the demo's 119 SFT samples). The observation a sample trains on is
 encoded apart from its header, as the model writes it: the prompt ends with the header.
 
+Answers. The prompt ends with what the template appends for ``add_generation_prompt``
+(``<|im_start|>assistant\n`` in ChatML; ``...assistant\n<think>\n`` in a Qwen3.5-style
+thinking template); the target is the rest of the answer as the template renders it
+after a user message: an empty or recorded think block where the template writes one,
+the observation, the closing marker. A turn with the world model's own reasoning
+(``Turn.simulator_reasoning``) is the content ``<think>\nR\n</think>\n\nO``, which ChatML
+renders verbatim and Qwen-style templates re-frame. The answer's pieces are read off
+the template once with sentinels and checked on probes; a template that rewrites
+content (strips its newlines, say) is rendered per sample instead, exactly.
+
 The whole trajectory is encoded once; SFT sample k is a slice of it (system message +
-turns 1..k) with the loss on observation k and its closing marker only. Too long: a
+turns 1..k) with the loss on answer k and its closing marker only. A CPT document is the
+trajectory in history form (each observation framed as an earlier turn is). Too long: a
 CPT document is cut into sequence-sized chunks (each its own document); an SFT sample
 drops its oldest turns, never the environment text, until it fits (``left``) or is
 dropped (``drop``), the reason counted.
@@ -29,6 +40,7 @@ sample's message list is the join of its messages' JSON).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 
@@ -79,9 +91,31 @@ _PROBE = [
 ]
 
 
+_REASON = "\x00AGENTWORLD-REASONING\x00"
+_PROMPT_PROBE = [{"role": "system", "content": "probe"}, {"role": "user", "content": "probe"}]
+# Observations and reasonings the sentinel pieces must reproduce exactly.
+_ANSWER_PROBES = [
+    ("total 0\n", None),
+    ("\n\n  lead ", None),
+    ("", None),
+    ("x", "\nwhy\n"),
+    ("", "r"),
+]
+
+
+def think_block(observation: str, reasoning: str | None) -> str:
+    """The assistant content for a turn: the observation, after the world model's
+    reasoning in a think block when the turn has one."""
+    if reasoning is None:
+        return observation
+    return f"<think>\n{reasoning}\n</think>\n\n{observation}"
+
+
 @dataclass(frozen=True)
 class ChatLayout:
-    """Header and trailer text (and tokens) the template puts around each role's content."""
+    """Header and trailer text (and tokens) the template puts around each role's content
+    in a conversation's history, what it appends for the generation prompt, and how it
+    lays out an answer after it."""
 
     header: dict[str, str]
     trailer: dict[str, str]
@@ -90,6 +124,19 @@ class ChatLayout:
     target_trailer: int
     """Leading trailer tokens of an assistant message that are targets (the closing
     marker, without the whitespace after it)."""
+    generation: str = ""
+    """What ``add_generation_prompt`` appends after a user message."""
+    generation_ids: np.ndarray | None = None
+    closing: str = ""
+    """The answer's closing marker (the last target text) and what follows it."""
+    after_closing: str = ""
+    answer_pieces: tuple[str, ...] = ("", "")
+    """(before, after) the observation in the answer text after ``generation``, up to and
+    including ``closing``."""
+    reasoned_pieces: tuple[str, ...] = ("", "", "")
+    """(before, between, after) the reasoning and the observation, likewise."""
+    verbatim: bool = True
+    """The pieces reproduce the template's answers; otherwise each is rendered."""
 
     @classmethod
     def of(cls, tokenizer) -> ChatLayout:
@@ -104,23 +151,89 @@ class ChatLayout:
         trailer_ids = {r: _ids(tokenizer, t) for r, t in trailer.items()}
         if trailer_ids["assistant"][: len(closing_ids)] != closing_ids:
             raise TemplateError("the assistant closing marker does not encode on its own")
-        layout = cls(
+        frames = dict(
             header=header,
             trailer=trailer,
             header_ids={r: np.asarray(_ids(tokenizer, h), np.int32) for r, h in header.items()},
             trailer_ids={r: np.asarray(t, np.int32) for r, t in trailer_ids.items()},
             target_trailer=len(closing_ids),
         )
-        if render(tokenizer, _PROBE) != "".join(layout.frame(m) for m in _PROBE):
-            raise TemplateError(
-                "the chat template renders messages differently in context; prepare "
-                "slices per message and needs a message-additive template such as ChatML"
-            )
-        return layout
+        layout = cls(**frames)
+        generation = _generation_text(tokenizer, layout)
+        answer = _answer_pieces(tokenizer, generation, _SENTINEL, None, closing)
+        reasoned = _answer_pieces(tokenizer, generation, _SENTINEL, _REASON, closing)
+        layout = cls(
+            **frames,
+            generation=generation,
+            generation_ids=np.asarray(_ids(tokenizer, generation), np.int32),
+            closing=closing,
+            after_closing=trailer["assistant"][len(closing) :],
+            answer_pieces=answer,
+            reasoned_pieces=reasoned,
+        )
+        exact = all(
+            layout.answer_text(o, r) == _rendered_answer(tokenizer, generation, o, r, closing)
+            for o, r in _ANSWER_PROBES
+        )
+        return layout if exact else dataclasses.replace(layout, verbatim=False)
 
     def frame(self, message: dict[str, str]) -> str:
         role = message["role"]
         return self.header[role] + message["content"] + self.trailer[role]
+
+    def answer_text(self, observation: str, reasoning: str | None) -> str:
+        """The target text of an answer (after the generation prompt, through the closing
+        marker) from the pieces; exact only where ``verbatim``."""
+        if reasoning is None:
+            before, after = self.answer_pieces
+            return before + observation + after
+        before, between, after = self.reasoned_pieces
+        return before + reasoning + between + observation + after
+
+
+def _generation_text(tokenizer, layout: ChatLayout) -> str:
+    """What add_generation_prompt appends; checks on the multi-turn probe that a prompt
+    is the concatenation of its framed messages and that text."""
+    context = render(tokenizer, _PROMPT_PROBE)
+    prompt = render(tokenizer, _PROMPT_PROBE, add_generation_prompt=True)
+    if not prompt.startswith(context):
+        raise TemplateError("the generation prompt is not appended to the rendered context")
+    generation = prompt[len(context) :]
+    history = _PROBE[:-1]  # ends with a user message, as every prompt does
+    rendered = render(tokenizer, history, add_generation_prompt=True)
+    if rendered != "".join(layout.frame(m) for m in history) + generation:
+        raise TemplateError(
+            "the chat template renders messages differently in context; prepare "
+            "slices per message and needs a message-additive template such as ChatML"
+        )
+    return generation
+
+
+def _rendered_answer(tokenizer, generation: str, observation, reasoning, closing: str) -> str:
+    """The answer text as the template renders it after a user message: the whole
+    conversation's text past the prompt, cut after the last closing marker."""
+    answer = {"role": "assistant", "content": think_block(observation, reasoning)}
+    full = render(tokenizer, [*_PROMPT_PROBE, answer])
+    prompt = render(tokenizer, _PROMPT_PROBE, add_generation_prompt=True)
+    if not full.startswith(prompt):
+        raise TemplateError("the rendered answer does not start with the generation prompt")
+    text = full[len(prompt) :]
+    end = text.rfind(closing)
+    if not closing or end < 0:
+        raise TemplateError("the rendered answer does not end with the closing marker")
+    return text[: end + len(closing)]
+
+
+def _answer_pieces(tokenizer, generation, observation, reasoning, closing) -> tuple[str, ...]:
+    text = _rendered_answer(tokenizer, generation, observation, reasoning, closing)
+    marks = [m for m in (reasoning, observation) if m is not None]
+    if any(text.count(m) != 1 for m in marks):
+        return ("", closing) if reasoning is None else ("<think>\n", "\n</think>\n\n", closing)
+    pieces, rest = [], text
+    for m in marks:
+        head, rest = rest.split(m)
+        pieces.append(head)
+    return (*pieces, rest)
 
 
 def trajectory_messages(traj: Trajectory) -> list[dict[str, str]]:
@@ -143,6 +256,9 @@ class Encoded:
     starts: list[int]  # message starts, plus N
     contents: list[np.ndarray]
     message_json: list[str]
+    targets: list[np.ndarray | None] = dataclasses.field(default_factory=list)
+    """Per turn, the answer's target tokens (after the generation prompt, through the
+    closing marker), or None where they are the observation's tokens and the marker's."""
 
 
 def _merges_with_header(content: str) -> bool:
@@ -173,16 +289,43 @@ def _encode_messages(tokenizer, layout: ChatLayout, flat: list[dict[str, str]]):
 
 def encode_trajectories(tokenizer, layout: ChatLayout, trajs: list[Trajectory]) -> list[Encoded]:
     """Encode many trajectories with one batched call over all message contents (and a
-    second, small one over the header + content of messages starting with whitespace)."""
+    second, small one over the header + content of messages starting with whitespace,
+    and one over the answers that are more than observation + closing marker)."""
     all_messages = [trajectory_messages(t) for t in trajs]
     flat = [m for messages in all_messages for m in messages]
     encoded, heads = _encode_messages(tokenizer, layout, flat)
+    targets = _encode_answers(tokenizer, layout, trajs)
     out, i = [], 0
-    for messages in all_messages:
+    for messages, traj_targets in zip(all_messages, targets, strict=True):
         n = len(messages)
-        out.append(_assemble(layout, messages, encoded[i : i + n], heads[i : i + n]))
+        e = _assemble(layout, messages, encoded[i : i + n], heads[i : i + n])
+        e.targets = traj_targets
+        out.append(e)
         i += n
     return out
+
+
+def _answer(tokenizer, layout: ChatLayout, observation: str, reasoning: str | None) -> str | None:
+    """The answer's target text, or None where it is the observation and the marker."""
+    plain = layout.answer_pieces == ("", layout.closing)
+    if reasoning is None and plain and layout.verbatim:
+        return None
+    if layout.verbatim:
+        return layout.answer_text(observation, reasoning)
+    return _rendered_answer(tokenizer, layout.generation, observation, reasoning, layout.closing)
+
+
+def _encode_answers(tokenizer, layout: ChatLayout, trajs: list[Trajectory]):
+    texts = [
+        [_answer(tokenizer, layout, t.observation, t.simulator_reasoning) for t in traj.turns]
+        for traj in trajs
+    ]
+    flat = [x for row in texts for x in row if x is not None]
+    encoded = iter(_encode_contents(tokenizer, flat))
+    return [
+        [None if x is None else np.asarray(next(encoded).ids, np.int32) for x in row]
+        for row in texts
+    ]
 
 
 def _pieces(layout: ChatLayout, role: str, enc, head) -> tuple[np.ndarray, tuple]:
@@ -234,12 +377,17 @@ def sft_sample(
     e: Encoded, layout: ChatLayout, key: str, k: int, *, seq_len: int, truncation: str
 ) -> Sample | str:
     """Sample for turn k (1-based), or the reason it is dropped: the prompt's tokens as
-    the templated prompt encodes, then the header and observation k's own tokens."""
+    the templated prompt encodes (through the generation prompt), then answer k's own
+    tokens, the targets."""
     s, t = e.starts, 2 * k
-    header, trailer = layout.header_ids["assistant"], layout.trailer_ids["assistant"]
+    closing = layout.trailer_ids["assistant"][: layout.target_trailer]
+    tail = layout.trailer_ids["assistant"][layout.target_trailer :]
+    prompt_end = layout.generation_ids
     user = e.ids[s[t - 1] : s[t]]
-    target = e.contents[t]
-    sys_end, answer = s[1], header.size + target.size + trailer.size
+    target = e.targets[k - 1] if e.targets else None
+    if target is None:
+        target = np.concatenate([e.contents[t], closing])
+    sys_end, answer = s[1], prompt_end.size + target.size + tail.size
     dropped = 0
     while sys_end + s[t - 1] - s[2 * dropped + 1] + user.size + answer > seq_len:
         if truncation == "drop":
@@ -248,10 +396,10 @@ def sft_sample(
         if dropped >= k:
             return "too_long_after_truncation"
     history = e.ids[s[2 * dropped + 1] : s[t - 1]]
-    tokens = np.concatenate([e.ids[:sys_end], history, user, header, target, trailer])
+    tokens = np.concatenate([e.ids[:sys_end], history, user, prompt_end, target, tail])
     mask = np.zeros(tokens.size, dtype=np.int8)  # at the sample's own length
-    begin = sys_end + history.size + user.size + header.size
-    mask[begin : begin + target.size + layout.target_trailer] = 1
+    begin = sys_end + history.size + user.size + prompt_end.size
+    mask[begin : begin + target.size] = 1
     # json.dumps of the message list, from each message's JSON written once
     predict = [e.message_json[0], *e.message_json[2 * dropped + 1 : t]]
     return Sample(

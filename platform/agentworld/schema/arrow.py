@@ -25,6 +25,7 @@ TURN_TYPE = pa.struct(
         ("exit_code", pa.int64()),
         ("screenshot", pa.string()),
         ("metadata", pa.string()),
+        ("simulator_reasoning", pa.string()),
     ]
 )
 
@@ -61,6 +62,7 @@ def to_arrow_row(traj: Trajectory) -> dict[str, Any]:
                 "exit_code": t.exit_code,
                 "screenshot": t.screenshot,
                 "metadata": json.dumps(t.metadata, ensure_ascii=False) if t.metadata else None,
+                "simulator_reasoning": t.simulator_reasoning,
             }
         )
     o = traj.outcome
@@ -83,7 +85,15 @@ def from_arrow_row(row: dict[str, Any]) -> Trajectory:
     for t in row["turns"]:
         turn = {
             k: t.get(k)
-            for k in ("action", "observation", "reasoning", "duration_s", "exit_code", "screenshot")
+            for k in (
+                "action",
+                "observation",
+                "reasoning",
+                "simulator_reasoning",
+                "duration_s",
+                "exit_code",
+                "screenshot",
+            )
         }
         if t.get("tool_name") is not None:
             turn["tool_call"] = {

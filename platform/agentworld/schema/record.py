@@ -49,6 +49,11 @@ class Turn:
     screenshot: str | None = None
     """A URL or path of a screenshot taken after the action."""
     metadata: dict[str, Any] = field(default_factory=dict)
+    simulator_reasoning: str | None = None
+    """The world model's reasoning that leads from the session so far and the action to
+    this observation (written by a reasoning simulator or distilled from a teacher,
+    jobs/distill.py); not the agent's ``reasoning``. SFT targets it as a think block
+    before the observation; scoring never sees it."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -191,6 +196,7 @@ def _turn_from_dict(d: Any, path: str) -> Turn:
         exit_code=_optional(d, "exit_code", int, path),
         screenshot=_optional(d, "screenshot", str, path),
         metadata=_optional(d, "metadata", dict, path) or {},
+        simulator_reasoning=_optional(d, "simulator_reasoning", str, path),
     )
 
 

@@ -47,6 +47,30 @@ class PackedBatch:
             valid=self.valid.to(device),
         )
 
+    def per_document(self) -> PackedBatch:
+        """The same documents, one per row, right-padded to the longest: (D, L). For
+        models whose recurrent layers would carry a state from one packed document into
+        the next; the targets, and so the loss, are those of the packed batch."""
+        import torch
+
+        starts = (self.position_ids == 0) & self.valid  # (B, T) document starts
+        spans = []
+        for b in range(self.input_ids.shape[0]):
+            first = starts[b].nonzero().flatten().tolist()
+            end = int(self.valid[b].sum())
+            spans += [(b, s, e) for s, e in zip(first, [*first[1:], end], strict=True)]
+        length = max((e - s for _, s, e in spans), default=1)
+        shape = (max(len(spans), 1), length)
+        ids = torch.zeros(shape, dtype=self.input_ids.dtype, device=self.input_ids.device)
+        loss = torch.zeros(shape, dtype=torch.bool, device=ids.device)
+        valid = torch.zeros(shape, dtype=torch.bool, device=ids.device)
+        for row, (b, s, e) in enumerate(spans):
+            ids[row, : e - s] = self.input_ids[b, s:e]
+            loss[row, : e - s] = self.loss_mask[b, s:e]
+            valid[row, : e - s] = True
+        positions = torch.arange(length, device=ids.device).expand(shape).clone()
+        return PackedBatch(input_ids=ids, loss_mask=loss, position_ids=positions, valid=valid)
+
     @property
     def num_tokens(self) -> int:
         """Real (non-pad) tokens in the batch."""

@@ -7,10 +7,18 @@ from typing import Any
 from agentworld.train.config import ClusterConfig, TrainConfig
 
 
-def deepspeed_config(train: TrainConfig, cluster: ClusterConfig, world_size: int) -> dict[str, Any]:
+def deepspeed_config(
+    train: TrainConfig,
+    cluster: ClusterConfig,
+    world_size: int,
+    *,
+    ep_preset: str | None = "qwen3_moe",
+) -> dict[str, Any]:
     """ZeRO stage, precision, batch geometry, optimizer and expert parallelism.
 
-    Expert parallelism is DeepSpeed AutoEP: it swaps each Qwen3-MoE block for an
+    Expert parallelism is DeepSpeed AutoEP with the model family's preset
+    (``ep_preset``: ``qwen3_moe``, ``qwen3_5_moe``; None for a dense model, which the
+    job's checks refuse to split): it swaps each MoE block for an
     expert-parallel layer that keeps only this rank's slice of the experts and routes
     tokens with all-to-all inside groups of ``expert_parallel_size`` ranks. AutoEP also
     works under ZeRO-3, which DeepSpeed's older ``deepspeed.moe.layer.MoE`` does not.
@@ -38,9 +46,9 @@ def deepspeed_config(train: TrainConfig, cluster: ClusterConfig, world_size: int
             },
         },
         "expert_parallel": {
-            "enabled": ep > 1,
+            "enabled": ep > 1 and ep_preset is not None,
             "autoep_size": ep,
-            "preset_model": "qwen3_moe",
+            "preset_model": ep_preset or "qwen3_moe",
             # torch._grouped_mm is a GPU kernel; CPU ranks loop over their experts.
             "use_grouped_mm": cluster.use_gpu,
         },

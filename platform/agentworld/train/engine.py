@@ -4,12 +4,14 @@ nothing here knows about Ray)."""
 from __future__ import annotations
 
 import functools
+import logging
 from dataclasses import dataclass
 from typing import Any
 
 from agentworld.model import build_model as build_fresh
 from agentworld.model import load_model, load_tokenizer
 from agentworld.model.config import ModelConfig
+from agentworld.model.family import KERNEL_FALLBACK_TEXT, MOE_BLOCKS, family_of
 from agentworld.train.config import ClusterConfig, TrainConfig
 from agentworld.train.ds_config import deepspeed_config
 from agentworld.train.loss import warmup_cosine
@@ -31,6 +33,7 @@ def build_model(shape: ModelConfig, train: TrainConfig, source: ModelSource):
     of ``shape`` unless the source has a checkpoint."""
     import torch
 
+    quiet_kernel_fallbacks()
     tokenizer = load_tokenizer(source.tokenizer_url)
     if source.init_url:
         model = load_model(source.init_url, dtype=torch.float32)
@@ -39,6 +42,20 @@ def build_model(shape: ModelConfig, train: TrainConfig, source: ModelSource):
     model.set_attn_implementation(train.attn_implementation)
     model.config.use_cache = False
     return model, tokenizer
+
+
+class _DropKernelFallbacks(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return KERNEL_FALLBACK_TEXT not in record.getMessage()
+
+
+def quiet_kernel_fallbacks() -> None:
+    """Drop transformers' per-process notes on kernel fallbacks (flash-linear-attention,
+    causal-conv1d): every rank and every restarted worker would print them; the driver
+    says once per run which fallback runs (agentworld.train.run)."""
+    hub = logging.getLogger("transformers.integrations.hub_kernels")
+    if not any(isinstance(f, _DropKernelFallbacks) for f in hub.filters):
+        hub.addFilter(_DropKernelFallbacks())
 
 
 def build_engine(model, train: TrainConfig, cluster: ClusterConfig, world_size: int):
@@ -56,7 +73,9 @@ def build_engine(model, train: TrainConfig, cluster: ClusterConfig, world_size: 
     engine, *_ = deepspeed.initialize(
         model=model,
         model_parameters=[p for p in model.parameters() if p.requires_grad],
-        config=deepspeed_config(train, cluster, world_size),
+        config=deepspeed_config(
+            train, cluster, world_size, ep_preset=family_of(model.config).ep_preset
+        ),
         lr_scheduler=lambda optimizer: LambdaLR(optimizer, schedule),
     )
     return engine
@@ -64,12 +83,15 @@ def build_engine(model, train: TrainConfig, cluster: ClusterConfig, world_size: 
 
 def moe_layers(module) -> list[tuple[str, Any]]:
     """(name, layer) for every MoE block: DeepSpeed AutoEP layers (expert parallel) or
-    transformers' own sparse blocks (every rank holds all experts)."""
+    transformers' own sparse blocks of the family (every rank holds all experts); none
+    in a dense model."""
     from deepspeed.module_inject.auto_ep_layer import AutoEPMoELayer
-    from transformers.models.qwen3_moe.modeling_qwen3_moe import Qwen3MoeSparseMoeBlock
 
-    kinds = (AutoEPMoELayer, Qwen3MoeSparseMoeBlock)
-    return [(name, m) for name, m in module.named_modules() if isinstance(m, kinds)]
+    return [
+        (name, m)
+        for name, m in module.named_modules()
+        if isinstance(m, AutoEPMoELayer) or type(m).__name__ in MOE_BLOCKS
+    ]
 
 
 def local_experts(layer) -> list[int]:

@@ -1,14 +1,25 @@
 """HF export of a trained engine: every rank takes part in gathering the weights
 (ZeRO-3 partitions, expert-parallel slices), rank 0 writes a plain transformers
-Qwen3-MoE checkpoint (safetensors + tokenizer + chat template) that vLLM loads."""
+checkpoint (safetensors + tokenizer + chat template) of the architecture it started
+from: a fresh or Qwen3(-MoE) model as itself; a released Qwen3.5-MoE checkpoint
+(``...ForConditionalGeneration``, vision config, language weights only) with that same
+declaration and weight names, so that it is loaded and served as the original is."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 from typing import Any
 
+from agentworld.io import exists, join, read_bytes, write_bytes
 from agentworld.model import save_pretrained
+from agentworld.model.family import architecture_of
 from agentworld.train.engine import moe_layers
+
+# AutoEP keeps a block's shared expert and its gate as attributes of its own names.
+_SHARED = {"shared_experts": "shared_expert", "shared_experts_gate": "shared_expert_gate"}
+# What a released checkpoint carries beside the weights that the export keeps as it was.
+_KEPT_FILES = ("preprocessor_config.json", "video_preprocessor_config.json")
 
 
 def _gathered(params: list) -> contextlib.AbstractContextManager:
@@ -31,19 +42,26 @@ def _all_experts(tensor, group):
 
 
 def _moe_state(prefix: str, layer) -> dict[str, Any]:
-    """HF names for one AutoEP layer: router weight and the fused 3D expert tensors
-    (gate_up_proj = [gate; up] on dim 1, down_proj)."""
+    """HF names for one AutoEP layer: router weight, the fused 3D expert tensors
+    (gate_up_proj = [gate; up] on dim 1, down_proj) and, where the family has one, the
+    shared expert and its gate (replicated on every rank)."""
     import torch
 
     params = [layer.router.gate.weight, layer.experts.w1, layer.experts.w2, layer.experts.w3]
     with _gathered(params):
         w1, w2, w3 = (_all_experts(w.detach(), layer.ep_group) for w in params[1:])
         gate = params[0].detach().clone()
-    return {
+    state = {
         f"{prefix}.gate.weight": gate,
         f"{prefix}.experts.gate_up_proj": torch.cat([w1, w3], dim=1),
         f"{prefix}.experts.down_proj": w2,
     }
+    for attr, hf_name in _SHARED.items():
+        shared = getattr(layer, attr, None)
+        for name, param in shared.named_parameters() if shared is not None else ():
+            with _gathered([param]):
+                state[f"{prefix}.{hf_name}.{name}"] = param.detach().clone()
+    return state
 
 
 def full_state_dict(module) -> dict[str, Any]:
@@ -61,8 +79,11 @@ def full_state_dict(module) -> dict[str, Any]:
     return state
 
 
-def export_hf(module, tokenizer, url: str, *, rank: int) -> str | None:
-    """Gather the weights (collective) and write the HF checkpoint to ``url`` from rank 0."""
+def export_hf(
+    module, tokenizer, url: str, *, rank: int, source_url: str | None = None
+) -> str | None:
+    """Gather the weights (collective) and write the HF checkpoint to ``url`` from rank 0,
+    declared as the checkpoint at ``source_url`` (the run's starting point) was."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -75,4 +96,25 @@ def export_hf(module, tokenizer, url: str, *, rank: int) -> str | None:
     with torch.device("meta"):
         hf = AutoModelForCausalLM.from_config(config, dtype=next(iter(state.values())).dtype)
     hf.load_state_dict(state, strict=True, assign=True)
-    return save_pretrained(hf, tokenizer, url)
+    # transformers saves a model under the weight names it was loaded from only when it
+    # knows them (a released Qwen3.5-MoE's model.language_model.*): hand them over.
+    conversions = getattr(module, "_weight_conversions", None)
+    if conversions is not None:
+        hf._weight_conversions = conversions
+    save_pretrained(hf, tokenizer, url)
+    if source_url:
+        keep_declaration(source_url, url)
+    return url
+
+
+def keep_declaration(source_url: str, url: str) -> None:
+    """Where the starting checkpoint wraps the text model (``...ForConditionalGeneration``
+    with a vision config), write its config.json (and processor files) over the text
+    model's, so the export declares the same architecture."""
+    source_config = read_bytes(join(source_url, "config.json"))
+    if not architecture_of(json.loads(source_config)).wrapped:
+        return
+    write_bytes(join(url, "config.json"), source_config)
+    for name in _KEPT_FILES:
+        if exists(join(source_url, name)):
+            write_bytes(join(url, name), read_bytes(join(source_url, name)))

@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 from agentworld.config import ConfigError
 from agentworld.io import exists, get_fs, join, read_bytes
 from agentworld.model.config import ModelConfig
+from agentworld.model.family import checkpoint_architecture
 from agentworld.train.config import ClusterConfig, TrainConfig
 from agentworld.train.engine import ModelSource
 
@@ -113,15 +114,44 @@ def _model_source(job: TrainJob) -> ModelSource:
             "data", f"no tokenizer at {tokenizer} (the prepare stage writes tokenizer/)"
         )
     if init:
-        config = json.loads(read_bytes(join(init, "config.json")))
-        experts = config.get("num_experts", config.get("num_local_experts", 0))
-        ep = job.train.expert_parallel_size
-        if experts % ep:
-            raise ConfigError(
-                "train.expert_parallel_size",
-                f"{init} has {experts} experts, not divisible by expert_parallel_size {ep}",
-            )
+        _check_architecture(init, init_field, job.train.expert_parallel_size)
+    if job.model.pretrained and not job.init:
+        _check_same_tokenizer(tokenizer, init)
     return ModelSource(tokenizer_url=tokenizer, init_url=init)
+
+
+def _check_architecture(init: str, field_name: str, ep: int) -> None:
+    """The starting checkpoint is of the family, and its experts split ``ep`` ways."""
+    arch = checkpoint_architecture(init, field=field_name)
+    if ep > 1 and not arch.num_experts:
+        raise ConfigError(
+            "train.expert_parallel_size",
+            f"{init} is a dense {arch.family.label} model (no experts): it must be 1, got {ep}",
+        )
+    if arch.num_experts % ep:
+        raise ConfigError(
+            "train.expert_parallel_size",
+            f"{init} has {arch.num_experts} experts, not divisible by expert_parallel_size {ep}",
+        )
+
+
+def _vocabulary(url: str) -> tuple[Any, Any]:
+    tok = json.loads(read_bytes(join(url, "tokenizer.json")))
+    added = sorted((t["id"], t["content"]) for t in tok.get("added_tokens", []))
+    return tok.get("model", {}).get("vocab"), added
+
+
+def _check_same_tokenizer(prepared: str, pretrained: str) -> None:
+    """A run from ``model.pretrained`` trains on data tokenized with its own tokenizer
+    (prepare with the same ``model.pretrained``), not one trained on the corpus."""
+    if not exists(join(pretrained, "tokenizer.json")):
+        return  # a tokenizer without a tokenizers file: nothing to compare
+    if _vocabulary(prepared) != _vocabulary(pretrained):
+        raise ConfigError(
+            "data",
+            f"{prepared} was tokenized with another vocabulary than {pretrained}'s own: "
+            "run jobs/prepare.py with the same --set model.pretrained",
+        )
 
 
 def plan(job: TrainJob) -> DataPlan:

@@ -36,37 +36,70 @@ def lm_loss(logits, batch: PackedBatch):
     return F.cross_entropy(pred, target), n
 
 
-def load_balance_loss(router_logits, batch: PackedBatch, *, num_experts: int, top_k: int):
-    """Load-balancing loss over every MoE layer's router logits ((B*T, E) each), with
-    pad tokens left out."""
-    from transformers.models.qwen3_moe.modeling_qwen3_moe import load_balancing_loss_func
+def load_balance_loss(router_logits, valid, *, num_experts: int, top_k: int):
+    """The Switch Transformer load-balancing loss over every MoE layer's router logits
+    ((B*T, E) each, in the order the model's output holds them), pad tokens (``valid``
+    (B, T) False) left out: ``E * sum_e f_e * P_e``, with f_e the share of top-k picks and
+    P_e the mean router probability of expert e, both over all layers' valid tokens.
+    None when the model reported no router logits (a dense model)."""
+    import torch
 
     if not router_logits:
         return None
-    return load_balancing_loss_func(
-        tuple(router_logits),
-        num_experts,
-        top_k,
-        attention_mask=batch.valid.to(router_logits[0].device),
-    )
+    device = router_logits[0].device
+    weight = valid.reshape(-1).to(device=device, dtype=torch.float32)  # (B*T,)
+    picks = torch.zeros(num_experts, dtype=torch.float32, device=device)
+    probs = torch.zeros(num_experts, dtype=torch.float32, device=device)
+    for logits in router_logits:
+        p = torch.softmax(logits.float(), dim=-1)  # (B*T, E)
+        chosen = torch.topk(p, top_k, dim=-1).indices  # (B*T, k)
+        picks = picks.scatter_add(0, chosen.reshape(-1), weight.repeat_interleave(top_k))
+        probs = probs + (p * weight[:, None]).sum(dim=0)
+    rows = weight.sum().clamp(min=1.0) * len(router_logits)
+    return num_experts * torch.sum((picks / rows) * (probs / rows))
+
+
+@dataclass(frozen=True)
+class RouterShape:
+    """What the load-balancing loss needs from the model's config (0 experts: dense)."""
+
+    num_experts: int = 0
+    top_k: int = 0
+
+    @classmethod
+    def of(cls, config) -> RouterShape:
+        experts = int(getattr(config, "num_experts", 0) or 0)
+        return cls(experts, int(getattr(config, "num_experts_per_tok", 0) or 0) if experts else 0)
 
 
 def forward_losses(
-    model, batch: PackedBatch, *, aux_coef: float, num_experts: int, top_k: int
+    model, batch: PackedBatch, *, aux_coef: float, router: RouterShape, documents: bool = False
 ) -> Losses:
-    """Run ``model`` (a Qwen3-MoE causal LM, possibly wrapped by DeepSpeed) on ``batch``.
+    """Run ``model`` (a causal LM of the family, possibly wrapped by DeepSpeed) on
+    ``batch``; the router logits come from the model's own output.
 
-    No 2D attention mask is passed: transformers reads the document boundaries from
-    ``position_ids`` and masks attention block-diagonally (see agentworld.train.batch).
+    Packed rows: no 2D attention mask is passed; transformers reads the document
+    boundaries from ``position_ids`` and masks attention block-diagonally (see
+    agentworld.train.batch). ``documents``: the model has recurrent (linear-attention)
+    layers, which carry a state along the row whatever the positions say, so each
+    document becomes its own right-padded row (``PackedBatch.per_document``) with a 2D
+    padding mask.
     """
+    if documents:
+        batch = batch.per_document()
+    moe = router.num_experts > 0
+    kwargs = {"output_router_logits": True} if moe else {}
+    if documents:
+        kwargs["attention_mask"] = batch.valid.long()
     out = model(
-        input_ids=batch.input_ids,
-        position_ids=batch.position_ids,
-        output_router_logits=True,
-        use_cache=False,
+        input_ids=batch.input_ids, position_ids=batch.position_ids, use_cache=False, **kwargs
     )
     lm, n = lm_loss(out.logits, batch)
-    lb = load_balance_loss(out.router_logits, batch, num_experts=num_experts, top_k=top_k)
+    lb = None
+    if moe:
+        lb = load_balance_loss(
+            out.router_logits, batch.valid, num_experts=router.num_experts, top_k=router.top_k
+        )
     if lb is None:
         lb = lm.detach() * 0.0
     return Losses(total=lm + aux_coef * lb, lm=lm, load_balance=lb, num_targets=n)

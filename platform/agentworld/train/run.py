@@ -16,6 +16,7 @@ from agentworld.console import say
 from agentworld.io import is_complete, join, read_manifest, write_manifest
 from agentworld.io.storage import copy_local_dir_to
 from agentworld.model.card import card_data, trained_on, write_card
+from agentworld.model.family import checkpoint_architecture, missing_kernels
 from agentworld.train.job import DataPlan, TrainJob
 from agentworld.train.job import plan as make_plan
 from agentworld.train.progress import Progress
@@ -112,6 +113,8 @@ def run(
         return read_manifest(job.out)
     plan = make_plan(job)
     check_resources(job.cluster)
+    for line in family_notes(plan.source.init_url):
+        log(f"[{job.stage}] {line}")
     result, history = _fit(job, plan, log, on_event)
     metrics = result.metrics or history.last
     counts = {
@@ -146,6 +149,27 @@ def run(
             "wandb": join(job.out, "wandb"),
         },
     )
+
+
+def family_notes(init_url: str | None) -> list[str]:
+    """What a run from ``init_url`` does differently, said once per run (not per step or
+    per rank): which kernel fallback runs, how packed rows reach a recurrent model."""
+    if not init_url:
+        return []
+    family = checkpoint_architecture(init_url, field="init").family
+    notes = []
+    missing = missing_kernels(family)
+    if missing:
+        notes.append(
+            f"{family.label}: {' and '.join(missing)} not installed: its Gated DeltaNet "
+            "layers run transformers' PyTorch fallback (correct, much slower)"
+        )
+    if family.recurrent:
+        notes.append(
+            f"{family.label}: linear-attention layers carry a state along a row, so each "
+            "packed document is trained as its own padded row"
+        )
+    return notes
 
 
 def local_cpus(cluster) -> int:

@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentworld.model.config import ModelConfig
+from agentworld.model.family import family_of
 from agentworld.train.batch import PackedBatch, collate
 from agentworld.train.checkpoint import restore, save_and_report
 from agentworld.train.config import ClusterConfig, TrainConfig
 from agentworld.train.engine import ModelSource, build_engine, build_model, expert_placement
 from agentworld.train.export import export_hf
-from agentworld.train.loss import forward_losses
+from agentworld.train.loss import RouterShape, forward_losses
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -98,8 +99,8 @@ def _losses(engine, batch: PackedBatch, aux_coef: float):
         engine,
         batch.to(engine.device),
         aux_coef=aux_coef,
-        num_experts=config.num_experts,
-        top_k=config.num_experts_per_tok,
+        router=RouterShape.of(config),
+        documents=family_of(config).recurrent,
     )
 
 
@@ -193,4 +194,4 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
             save_and_report(engine, step, metrics, events)
         elif step % train.log_every == 0:
             report(metrics, events=events)
-    export_hf(engine.module, tokenizer, spec.hf_url, rank=rank)
+    export_hf(engine.module, tokenizer, spec.hf_url, rank=rank, source_url=spec.source.init_url)

@@ -41,7 +41,10 @@ def run(ctx: StepContext, done: Done) -> TokenizerResult:
         origin = f"trained on {len(texts)} texts"
     save_tokenizer(tokenizer, run_dir.url("tokenizer"), run_dir.storage_options)
     ctx.progress("tokenizer", f"{len(tokenizer)} tokens ({origin})")
-    return TokenizerResult(vocab=len(tokenizer), pad_id=tokenizer.pad_token_id, origin=origin)
+    # A pretrained tokenizer may have no pad token; the pad tail is never attended to nor
+    # a target, so any id does, and the end-of-sequence one is always there.
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    return TokenizerResult(vocab=len(tokenizer), pad_id=pad, origin=origin)
 
 
 STEP = Step("tokenizer", TokenizerResult, run)
