@@ -47,6 +47,7 @@ def build_job(args: argparse.Namespace):
     """The AgentJob; a bad recipe, override or input fails here, before any work."""
     from agentworld.config import ConfigError
     from agentworld.io import exists
+    from agentworld.model.engine import check_engine_can_run
     from agentworld.recipes import load
     from agentworld.recipes.jobs import agent_job
 
@@ -61,6 +62,8 @@ def build_job(args: argparse.Namespace):
     for flag, u in (("world-model", args.world_model), ("data", data), *agents.items()):
         if u is not None and not exists(u):
             raise ConfigError(flag, f"{u} does not exist")
+    if recipe.agent.sim.backend == "engine":
+        check_engine_can_run(recipe.agent.sim.engine, args.world_model, field="world-model")
     return agent_job(
         recipe,
         command=args.command,

@@ -54,11 +54,13 @@ def build_recipe(args: argparse.Namespace):
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     from agentworld.io import exists
+    from agentworld.model.engine import check_engine_can_run
 
     recipe = build_recipe(args)  # bad config fails here, before Ray or any model starts
     for flag, given in (("--data", args.data), ("--init", args.init)):
         if not exists(given):
             raise SystemExit(f"{flag}: {given} does not exist")
+    check_engine_can_run(recipe.rl.rollout.engine, args.init, field="init")
     from agentworld.cluster import local_ray
     from agentworld.console import say
     from agentworld.recipes.jobs import rl_job

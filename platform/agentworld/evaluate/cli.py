@@ -25,6 +25,7 @@ from agentworld.evaluate.simulators import (
 )
 from agentworld.io import join, read_bytes
 from agentworld.model.card import add_fidelity
+from agentworld.model.engine import check_engine_can_run
 from agentworld.scoring.config import JudgeConfig
 
 HELP = {
@@ -153,6 +154,8 @@ def run_command(
         raise ValueError("ranking runs agents: jobs/evaluate.py hands it to agentworld.agent")
 
     infer_cfg = infer_config(base, args) if args.command in ("infer", "fidelity") else None
+    if infer_cfg is not None and infer_cfg.backend == "vllm" and args.model:
+        check_engine_can_run(infer_cfg.vllm.engine, args.model)
     judge_cfg = judge_config(base, args) if getattr(args, "judge_url", None) else None
     if infer_cfg is not None:
         split = None if args.split == "all" else args.split
@@ -202,6 +205,7 @@ def closed_loop_command(args: argparse.Namespace, base: EvaluateConfig, session_
         def make() -> Simulator:
             return ChatSimulator(cfg)
     else:
+        check_engine_can_run(cfg.vllm.engine, args.model)
 
         def make() -> Simulator:
             return EngineSimulator.start_engine(cfg, args.model)

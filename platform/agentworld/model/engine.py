@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from agentworld.config import ConfigError, check_fraction, check_non_negative, check_positive
+from agentworld.model.family import vllm_cpu_refusal
 
 Dtype = Literal["auto", "float32", "float", "bfloat16", "float16", "half"]
 """vLLM's ``dtype`` choices: ``auto`` takes the checkpoint's."""
@@ -34,6 +35,15 @@ class EngineConfig:
     enforce_eager: bool = True
     """True on CPU (no CUDA graphs)."""
     dtype: Dtype = "auto"
+    language_model_only: bool = False
+    """Load only the language model of a checkpoint that declares vision modules (the
+    released Qwen3.5-MoE world models: ``...ForConditionalGeneration`` with language
+    weights only); vLLM's ``--language-model-only``."""
+    reasoning_parser: str | None = None
+    """vLLM's reasoning parser (``qwen3`` for the Qwen3 and Qwen3.5 family): served chat
+    completions carry the think block as ``reasoning_content``, apart from ``content``."""
+    trust_remote_code: bool = False
+    """Run a checkpoint's own modelling code (none of the Qwen3 family needs it)."""
 
     def __post_init__(self) -> None:
         check_positive(
@@ -53,10 +63,32 @@ class EngineConfig:
     def vllm_kwargs(self) -> dict[str, Any]:
         """The engine arguments of ``vllm.LLM`` (or Serve LLM's ``engine_kwargs``); the
         caller adds the model and what only it knows (seed, worker extension)."""
-        return {
+        kwargs: dict[str, Any] = {
             "dtype": self.dtype,
             "enforce_eager": self.enforce_eager,
             "gpu_memory_utilization": self.gpu_memory_utilization,
             "max_model_len": self.max_model_len,
             "tensor_parallel_size": self.tensor_parallel_size,
         }
+        # Only what is set: vLLM's defaults otherwise, and an older vLLM keeps working.
+        if self.language_model_only:
+            kwargs["language_model_only"] = True
+        if self.reasoning_parser:
+            kwargs["reasoning_parser"] = self.reasoning_parser
+        if self.trust_remote_code:
+            kwargs["trust_remote_code"] = True
+        return kwargs
+
+    def on_cpu(self) -> bool:
+        """Whether these engines run on the CPU build (no GPUs per replica)."""
+        return self.gpus_per_replica == 0
+
+
+def check_engine_can_run(engine: EngineConfig, model_url: str, *, field: str = "model") -> None:
+    """Before any work: ConfigError naming ``field`` (a job prints it as one line and
+    exits 2) where these engines are the CPU build and the checkpoint's architecture is
+    one it cannot run. Nothing falls back to a slower or different engine."""
+    if engine.on_cpu():
+        reason = vllm_cpu_refusal(model_url)
+        if reason:
+            raise ConfigError(field, reason)

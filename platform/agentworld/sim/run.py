@@ -20,6 +20,7 @@ from agentworld.cluster import local_ray
 from agentworld.config import set_overrides
 from agentworld.console import say
 from agentworld.io import is_complete, read_manifest, write_manifest
+from agentworld.model.engine import check_engine_can_run
 from agentworld.sim.config import ServeConfig
 from agentworld.sim.keys import parse_keys
 from agentworld.sim.placement.app import delete, deploy, shutdown
@@ -77,6 +78,7 @@ def load_job(
         raise SystemExit(
             f"[serve] no checkpoint directory at {path}: run `make demo` first or pass --model PATH"
         )
+    check_engine_can_run(cfg.engine, cfg.model)
     http = {**data.get("http_options", {})}
     http.update({k: v for k, v in (("host", host), ("port", port)) if v is not None})
     cfg, key = with_keys(cfg, api_keys, smoke=smoke)
