@@ -5,17 +5,23 @@ settings) on a tiny checkpoint built from the example trajectories (or --model),
 loopback only. Then the same work twice: S sessions x T steps
   sequential: one step at a time;
   concurrent: every session in its own thread, all at once.
-Prints the throughput ratio (concurrent / sequential steps per second), p50/p99 step
-latency of both, and the error count; writes bench/results/serve.json. Goals:
-concurrent >= 5x sequential, 0 errors (the exit code is 1 on any error).
+And the same for a simulated MCP server (a registered environment at /v1/mcp/bench),
+through the official ``mcp`` client: M MCP sessions x T ``tools/call``, one at a time,
+then all M at once.
+Prints the throughput ratios (concurrent / sequential steps or calls per second), p50/p99
+latency of each phase, and the error count; writes bench/results/serve.json. Goals:
+concurrent >= 5x sequential, MCP tools/call at concurrency M >= 4x one at a time,
+0 errors (the exit code is 1 on any error).
 Every request has a timeout and the run stops after --deadline-s.
 
-Run:  python bench/bench_serve.py [--sessions 32 --steps 3 --max-tokens 32] [--quick]
+Run:  python bench/bench_serve.py [--sessions 32 --mcp-sessions 16 --steps 3 --max-tokens 32] [--quick]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import logging
 import os
 import socket
 import sys
@@ -43,6 +49,9 @@ def parse_args() -> argparse.Namespace:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("--sessions", type=int, default=32)
+    p.add_argument(
+        "--mcp-sessions", type=int, default=16, help="MCP client sessions at once (MCP phase)"
+    )
     p.add_argument("--steps", type=int, default=3, help="steps per session")
     p.add_argument("--max-tokens", type=int, default=32)
     p.add_argument("--model", default=None, help="checkpoint (default: a tiny one built here)")
@@ -141,14 +150,66 @@ def phase(url: str, a: argparse.Namespace, workers: int, deadline: float) -> dic
                 lambda i: run_session(url, i, a.steps, a.max_tokens, deadline), range(a.sessions)
             )
         )
-    wall = time.perf_counter() - t0
+    return _phase_figures(results, workers, time.perf_counter() - t0, "steps")
+
+
+MCP_ENVIRONMENT = {
+    "domain": "mcp",
+    "environment": "An MCP server with one tool, echo, that answers its text.",
+    "tools": [{"name": "echo", "inputSchema": {"type": "object"}}],
+}
+
+
+async def mcp_session(url: str, index: int, calls: int, max_tokens: int, deadline: float):
+    """Latencies of one MCP client session's tools/call and its error count."""
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    # The client logs every HTTP request and reconnect at INFO: hundreds of lines a phase.
+    for name in ("httpx2", "mcp.client.streamable_http"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    latencies, errors = [], 0
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {KEY}"}, timeout=120)
+    try:
+        async with Client(streamable_http_client(f"{url}/v1/mcp/bench", http_client=http)) as c:
+            for call in range(calls):
+                if time.monotonic() > deadline:
+                    return latencies, errors + calls - call
+                t = time.perf_counter()
+                await c.call_tool("echo", {"text": f"session-{index}-call-{call}"})
+                latencies.append(time.perf_counter() - t)
+    except Exception as e:  # noqa: BLE001 - counted and named, the run goes on
+        print(f"[bench] MCP session {index}: {type(e).__name__}: {e}", file=sys.stderr)
+        errors += calls - len(latencies)
+    return latencies, errors
+
+
+def mcp_phase(url: str, a: argparse.Namespace, workers: int, deadline: float) -> dict:
+    """``a.mcp_sessions`` MCP sessions of ``a.steps`` calls, ``workers`` at a time."""
+
+    async def run() -> list[tuple[list[float], int]]:
+        gate = asyncio.Semaphore(workers)
+
+        async def one(i: int):
+            async with gate:
+                return await mcp_session(url, i, a.steps, a.max_tokens, deadline)
+
+        return await asyncio.gather(*(one(i) for i in range(a.mcp_sessions)))
+
+    t0 = time.perf_counter()
+    results = asyncio.run(run())
+    return _phase_figures(results, workers, time.perf_counter() - t0, "calls")
+
+
+def _phase_figures(results: list, workers: int, wall: float, unit: str) -> dict:
     latencies = sorted(x for lat, _ in results for x in lat)
     return {
         "workers": workers,
-        "steps": len(latencies),
+        unit: len(latencies),
         "errors": sum(e for _, e in results),
         "wall_s": round(wall, 3),
-        "steps_per_s": round(len(latencies) / wall, 3),
+        f"{unit}_per_s": round(len(latencies) / wall, 3),
         "p50_s": round(_quantile(latencies, 0.50), 4),
         "p99_s": round(_quantile(latencies, 0.99), 4),
     }
@@ -161,6 +222,8 @@ def _quantile(values: list[float], q: float) -> float:
 
 
 def main() -> int:
+    from agentworld.sim import SimClient
+
     a = parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.time()
@@ -169,13 +232,18 @@ def main() -> int:
             f"[bench] simulator up in {time.time() - t0:.0f}s at {url} ({threading.active_count()} threads)"
         )
         run_session(url, -1, 2, a.max_tokens, time.monotonic() + 120)  # warm-up
+        SimClient(url, KEY).request("PUT", "/v1/environments/bench", MCP_ENVIRONMENT)
+        asyncio.run(mcp_session(url, -1, 2, a.max_tokens, time.monotonic() + 120))  # warm-up
         deadline = time.monotonic() + a.deadline_s
         try:
             sequential = phase(url, a, 1, deadline)
             concurrent = phase(url, a, a.sessions, deadline)
+            mcp_sequential = mcp_phase(url, a, 1, deadline)
+            mcp_concurrent = mcp_phase(url, a, a.mcp_sessions, deadline)
         finally:
             stop()
     ratio = concurrent["steps_per_s"] / sequential["steps_per_s"]
+    mcp_ratio = mcp_concurrent["calls_per_s"] / mcp_sequential["calls_per_s"]
     result = {
         "bench": "serve",
         "quick": a.quick,
@@ -185,12 +253,19 @@ def main() -> int:
         "sequential": sequential,
         "concurrent": concurrent,
         "throughput_ratio": round(ratio, 2),
-        "errors": sequential["errors"] + concurrent["errors"],
+        "mcp_sessions": a.mcp_sessions,
+        "mcp_sequential": mcp_sequential,
+        "mcp_concurrent": mcp_concurrent,
+        "mcp_throughput_ratio": round(mcp_ratio, 2),
+        "errors": sum(
+            p["errors"] for p in (sequential, concurrent, mcp_sequential, mcp_concurrent)
+        ),
     }
-    print(f"[bench] sequential: {sequential}")
-    print(f"[bench] concurrent: {concurrent}")
+    for name in ("sequential", "concurrent", "mcp_sequential", "mcp_concurrent"):
+        print(f"[bench] {name}: {result[name]}")
     print(
-        f"[bench] throughput ratio concurrent/sequential: {ratio:.2f}x, errors: {result['errors']}"
+        f"[bench] throughput ratio concurrent/sequential: {ratio:.2f}x, MCP tools/call at "
+        f"{a.mcp_sessions} at once vs one at a time: {mcp_ratio:.2f}x, errors: {result['errors']}"
     )
     goals = [
         goal(
@@ -201,7 +276,15 @@ def main() -> int:
             f"the simulator serves many sessions at once: steps/s of {a.sessions} concurrent"
             " sessions vs one step at a time",
         ),
-        goal("errors", result["errors"], "<=", 0, "no failed step under concurrent load"),
+        goal(
+            "mcp_concurrent_vs_sequential",
+            mcp_ratio,
+            ">=",
+            4.0,
+            f"a simulated MCP server serves many agents at once: tools/call per second of "
+            f"{a.mcp_sessions} concurrent MCP client sessions vs one at a time",
+        ),
+        goal("errors", result["errors"], "<=", 0, "no failed step or call under concurrent load"),
     ]
     print(f"[bench] -> {write_result('serve', result, goals)}")
     return 0 if result["errors"] == 0 else 1
