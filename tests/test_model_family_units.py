@@ -240,3 +240,17 @@ def test_each_member_trains_and_exports_as_itself(family, checkpoints, tok, tmp_
     trained = dict(model.named_parameters())
     for name, param in loaded.named_parameters():
         assert torch.equal(param, trained[name]), name
+
+
+def test_rule_metrics_and_rewards_score_the_observation_alone():
+    """An answer with the world model's think block scores as its observation does."""
+    from agentworld.scoring.metrics import rule_metrics
+
+    reference = '{"files": ["a.txt"]}'
+    observation = '{"files": ["a.txt", "b.txt"]}'
+    # As the family's template leaves it: the prompt opened the block.
+    for raw in (
+        f"<think>\nlist it\n</think>\n\n{observation}",
+        f"list it\n</think>\n\n{observation}",
+    ):
+        assert rule_metrics(raw, reference) == rule_metrics(observation, reference)

@@ -15,6 +15,7 @@ from agentworld.data.config import DataConfig
 from agentworld.evaluate.config import EvaluateConfig
 from agentworld.model.config import ModelConfig
 from agentworld.rl.config import RLConfig
+from agentworld.scoring.config import DistillConfig
 from agentworld.sim.config import ServeConfig
 from agentworld.train.config import ClusterConfig, TrainConfig
 
@@ -39,6 +40,8 @@ class Recipe:
     """The serve stage: engine, simulator limits and where team API keys come from."""
     agent: AgentConfig = field(default_factory=AgentConfig)
     """The agent stage: tasks, episode limits, the simulator, the agent's GRPO workers."""
+    distill: DistillConfig = field(default_factory=DistillConfig)
+    """Reasoning distillation: the teacher endpoint and how it is asked."""
 
     def __post_init__(self) -> None:
         ep = self.train.expert_parallel_size

@@ -78,3 +78,22 @@ class JudgeConfig:
         check_positive(
             "judge", max_context_chars=self.max_context_chars, flush_every=self.flush_every
         )
+
+
+@dataclass(frozen=True, kw_only=True)
+class DistillConfig:
+    """Distillation of a world model's reasoning: a teacher (any OpenAI-compatible
+    endpoint) writes the reasoning that leads from a context to its recorded observation
+    (jobs/distill.py)."""
+
+    endpoint: EndpointConfig = field(default_factory=EndpointConfig)
+    """The teacher; ``--teacher-url`` and ``--teacher-model`` set its address and model."""
+    sampling: SamplingConfig = field(
+        default_factory=lambda: SamplingConfig(temperature=0.6, max_tokens=1024)
+    )
+    """0.6: the temperature the reference evaluates its reasoning model at."""
+    max_context_chars: int = 24000
+    """Budget for environment text and history in a teacher prompt; older turns go first."""
+
+    def __post_init__(self) -> None:
+        check_positive("distill", max_context_chars=self.max_context_chars)
