@@ -76,11 +76,12 @@ def timed(step, batches, tokens: list[int], warmup: int) -> dict:
 
 
 def losses_of(model, batch, recipe):
-    from agentworld.train.loss import forward_losses
+    from agentworld.train.loss import RouterShape, forward_losses
 
-    m = recipe.model
-    kw = dict(aux_coef=m.router_aux_loss_coef, num_experts=m.num_experts, top_k=m.experts_per_token)
-    return forward_losses(model, batch, **kw)
+    config = getattr(model, "module", model).config
+    return forward_losses(
+        model, batch, aux_coef=recipe.model.router_aux_loss_coef, router=RouterShape.of(config)
+    )
 
 
 def plain_run(recipe, source, batches, tokens, warmup: int, device: str) -> dict:
@@ -122,8 +123,8 @@ def deepspeed_run(recipe, source, batches, tokens, warmup: int, device: str, fus
     from agentworld.train.ds_config import deepspeed_config
     from agentworld.train.worker import train_step
 
-    def config(*args):
-        cfg = deepspeed_config(*args)
+    def config(*args, **kwargs):
+        cfg = deepspeed_config(*args, **kwargs)
         cfg["optimizer"]["params"]["torch_adam"] |= not fused
         return cfg
 

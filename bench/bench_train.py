@@ -94,7 +94,7 @@ def plain_loop(data: str, steps: int, threads: int) -> float:
 
     from agentworld.train.batch import collate
     from agentworld.train.engine import ModelSource, build_model
-    from agentworld.train.loss import forward_losses
+    from agentworld.train.loss import RouterShape, forward_losses
 
     torch.set_num_threads(threads)
     r = recipe(1, steps)
@@ -112,8 +112,7 @@ def plain_loop(data: str, steps: int, threads: int) -> float:
             model,
             batch,
             aux_coef=0.01,
-            num_experts=r.model.num_experts,
-            top_k=r.model.experts_per_token,
+            router=RouterShape.of(model.config),
         )
         opt.zero_grad()
         losses.total.backward()

@@ -21,6 +21,7 @@ import numpy as np
 
 from agentworld.io.storage import copy_local_dir_to, download_dir
 from agentworld.model import load_model, load_tokenizer
+from agentworld.model.family import family_of
 from agentworld.rl.config import RLConfig
 from agentworld.train.config import ClusterConfig, TrainConfig
 from agentworld.train.ds_config import deepspeed_config
@@ -53,7 +54,9 @@ class TrainBatch:
         return len(self.advantages)
 
 
-def learner_deepspeed_config(rl: RLConfig, train: TrainConfig) -> dict[str, Any]:
+def learner_deepspeed_config(
+    rl: RLConfig, train: TrainConfig, *, ep_preset: str | None = "qwen3_moe"
+) -> dict[str, Any]:
     """The training stage's DeepSpeed config (ZeRO stage, precision, clipping, AdamW
     from the recipe's ``train``) with RL's learning rate and expert parallelism, and a
     nominal batch geometry: the learner calls backward/step itself, once per mini-batch."""
@@ -68,7 +71,7 @@ def learner_deepspeed_config(rl: RLConfig, train: TrainConfig) -> dict[str, Any]
         grad_accum_steps=1,
         expert_parallel_size=le.expert_parallel_size,
     )
-    return deepspeed_config(geometry, cluster, le.num_learners)
+    return deepspeed_config(geometry, cluster, le.num_learners, ep_preset=ep_preset)
 
 
 class CheckpointLayout:
@@ -282,7 +285,7 @@ def _build_engine(model: Any, rl: RLConfig, train: TrainConfig) -> Any:
     engine, *_ = deepspeed.initialize(
         model=model,
         model_parameters=[p for p in model.parameters() if p.requires_grad],
-        config=learner_deepspeed_config(rl, train),
+        config=learner_deepspeed_config(rl, train, ep_preset=family_of(model.config).ep_preset),
     )
     return engine
 
