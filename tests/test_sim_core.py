@@ -366,3 +366,21 @@ def test_guard_checks_keys_and_sizes_before_the_app():
     )
     assert chunked.status_code == 413
     assert route_label("/v1/sessions/sess-1/step") == "/v1/sessions/{id}/step"
+
+
+def test_a_token_limit_above_the_context_is_cut_to_it():
+    from ray.serve.llm.openai_api_models import ChatCompletionRequest
+
+    from agentworld.sim.placement.ingress import within_context
+
+    messages = [{"role": "user", "content": "ls"}]
+    asked = ChatCompletionRequest(model="m", messages=messages, max_tokens=32768)
+    assert within_context(asked, 2048).max_tokens == 2048
+    assert asked.max_tokens == 32768  # the caller's request is not changed in place
+    small = ChatCompletionRequest(model="m", messages=messages, max_tokens=16)
+    assert within_context(small, 2048).max_tokens == 16
+    newer = ChatCompletionRequest(model="m", messages=messages, max_completion_tokens=9000)
+    assert within_context(newer, 2048).max_completion_tokens == 2048
+    assert (
+        within_context(ChatCompletionRequest(model="m", messages=messages), 2048).max_tokens is None
+    )

@@ -54,6 +54,18 @@ _STORE_TIMEOUT_S = 10.0
 _PRIVATE = ("team", "chars")
 
 
+def within_context(body: Any, max_model_len: int) -> Any:
+    """The request with its token limit cut to the engine's context. Clients ask for
+    more than a small simulator holds: AgentWorldBench's eval script sends max_tokens
+    32768 and counts a refused request as an empty observation. The engine already
+    stops at the context's end; only a limit above the whole context is refused."""
+    for name in ("max_tokens", "max_completion_tokens"):
+        value = getattr(body, name, None)
+        if value is not None and value > max_model_len:
+            body = body.model_copy(update={name: max_model_len})
+    return body
+
+
 class SimIngress(McpRoutes, OpenAiIngress):
     """OpenAI-compatible routes of the engine plus ``/v1/sessions``, ``/v1/simulate``,
     ``/healthz``, the registered environments and their MCP servers (``McpRoutes``)
@@ -84,11 +96,13 @@ class SimIngress(McpRoutes, OpenAiIngress):
 
     async def chat(self, body: ChatCompletionRequest, request: Request) -> Response:
         await self._call("admit", _team(request))
-        return await super().chat(body, request)
+        return await super().chat(within_context(body, self.cfg.engine.max_model_len), request)
 
     async def completions(self, body: CompletionRequest, request: Request) -> Response:
         await self._call("admit", _team(request))
-        return await super().completions(body, request)
+        return await super().completions(
+            within_context(body, self.cfg.engine.max_model_len), request
+        )
 
     # -- simulator routes --------------------------------------------------------------
 
