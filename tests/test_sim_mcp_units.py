@@ -56,7 +56,7 @@ TOOLS = [
 MAX_BYTES = 8 * 1024
 
 
-async def scripted(system, turns, action, control, sampling) -> dict:
+async def scripted(system, turns, action, control, sampling, domain) -> dict:
     """The model's stand-in: get_time answers a conforming result for a known zone and
     the real server's error text otherwise; echo answers its call's text."""
     text = action_text(action)

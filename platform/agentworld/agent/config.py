@@ -11,6 +11,7 @@ from typing import Literal
 from agentworld.config import ConfigError, check_positive
 from agentworld.model.engine import EngineConfig
 from agentworld.rl.config import LearnerConfig, RLConfig, RolloutConfig
+from agentworld.sim.config import check_prompt_style
 
 TaskFamily = Literal["search", "table", "terminal", "mcp"]
 FAMILIES: tuple[str, ...] = ("search", "table", "terminal", "mcp")
@@ -100,6 +101,13 @@ class SimConfig:
     """Apply each task's perturbations (tool errors, pagination, hidden fields)."""
     batch_wait_s: float = 0.005
     """How long the engine's batcher waits for more concurrent requests."""
+    prompt_style: Literal["native", "awb"] = "native"
+    """How the ``engine`` backend renders a session: ``native`` (this project's models) or
+    ``awb`` (the reference's format, for its released model; see
+    ``agentworld.sim.config.ServeConfig.prompt_style``). The ``serve`` backend uses the
+    served application's own style."""
+    prompts_dir: str | None = None
+    """The reference's ``prompts/`` folder (``<domain>/system_prompt.txt``); ``awb`` only."""
 
     def __post_init__(self) -> None:
         check_positive(
@@ -108,6 +116,11 @@ class SimConfig:
         )
         if self.backend == "serve" and not self.serve_url:
             raise ConfigError("agent.sim.serve_url", "the serve backend needs the simulator's URL")
+        check_prompt_style("agent.sim", self.prompt_style, self.prompts_dir)
+        if self.backend == "serve" and self.prompt_style != "native":
+            raise ConfigError(
+                "agent.sim.prompt_style", "the serve backend renders with the served app's style"
+            )
         if self.temperature < 0:
             raise ConfigError("agent.sim.temperature", f"must be >= 0, got {self.temperature}")
         if self.batch_wait_s < 0:

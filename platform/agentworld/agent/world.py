@@ -25,7 +25,13 @@ from agentworld.agent.config import SimConfig
 from agentworld.agent.policy import chat_ids
 from agentworld.model import local_model_dir
 from agentworld.sim.client import SimClient
-from agentworld.sim.prompt import injected_error, read_prediction, step_messages, system_text
+from agentworld.sim.prompt import (
+    PromptStyle,
+    injected_error,
+    read_prediction,
+    step_messages,
+    system_text,
+)
 from agentworld.sim.protocol import EnvironmentSpec
 
 
@@ -78,7 +84,8 @@ class EngineWorld:
     def render(self, req: SimRequest) -> list[dict[str, str]]:
         system = system_text(req.spec())
         turns = [{"action": a, "observation": o} for a, o in req.history]
-        return step_messages(system, turns, req.action)
+        style = PromptStyle(name=self.cfg.prompt_style, prompts_dir=self.cfg.prompts_dir)
+        return step_messages(system, turns, req.action, domain=req.domain, style=style)
 
     def simulate(self, req: SimRequest) -> SimAnswer:
         spec = req.spec()

@@ -26,7 +26,12 @@ from agentworld.schema.errors import (
 )
 from agentworld.schema.parse import ParsedOutput, extract_observation, parse_output
 from agentworld.schema.record import Outcome, ToolCall, Trajectory, Turn, loads_json
-from agentworld.schema.render import awb_row_messages, predict_turn_messages, render_messages
+from agentworld.schema.render import (
+    awb_row_messages,
+    predict_turn_messages,
+    reference_messages,
+    render_messages,
+)
 
 __all__ = [
     "BUILTIN_DOMAINS",
@@ -51,6 +56,7 @@ __all__ = [
     "loads_json",
     "parse_output",
     "predict_turn_messages",
+    "reference_messages",
     "register_domain",
     "render_messages",
     "render_tool_call",

@@ -9,6 +9,7 @@ environment text, ``task`` the domain (possibly ``prefix/domain``).
 from __future__ import annotations
 
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 from agentworld.schema.domains import normalize_domain
@@ -41,6 +42,33 @@ def strip_marker(text: str) -> str:
 
 def add_marker(text: str) -> str:
     return f"{OBSERVATION_MARKER}\n{text}"
+
+
+def turn_prompt(n: int, action: str) -> str:
+    """Turn ``n``'s user message as the reference writes it: ``### Turn n`` and
+    ``**Action:**`` above the action. An action that already carries the header (a record
+    imported from AgentWorldBench rows) is kept as it is."""
+    if action.startswith("### Turn "):
+        return action
+    return f"### Turn {n}\n**Action:**\n{action}"
+
+
+def reference_system(template: str, environment: str) -> str:
+    """The reference's per-domain system prompt, then the session's own environment text
+    (tools, initial state, control), which the template cannot know."""
+    return f"{template}\n\n{environment}" if environment.strip() else template
+
+
+def load_system_prompt(prompts_dir: str, domain: str) -> str:
+    """``<prompts_dir>/<domain>/system_prompt.txt``, the layout of the reference's released
+    ``prompts/`` folder; a missing file raises a RecordError naming it."""
+    path = Path(prompts_dir) / normalize_domain(domain) / "system_prompt.txt"
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InvalidValueError(
+            f"no system prompt for domain {domain!r}: {path} does not exist", field="domain"
+        ) from None
 
 
 def validate_row(row: Any) -> dict[str, Any]:
@@ -115,13 +143,22 @@ def _group_to_trajectory(group: list[dict], source: str) -> Trajectory:
 
 
 def trajectory_to_rows(
-    traj: Trajectory, *, turn_idxs: list[int] | None = None
+    traj: Trajectory, *, turn_idxs: list[int] | None = None, system_prompt: str | None = None
 ) -> list[dict[str, Any]]:
-    """One row per evaluated turn (all turns unless the record or caller says otherwise)."""
+    """One row per evaluated turn (all turns unless the record or caller says otherwise).
+
+    With ``system_prompt`` (a domain's template from the reference's ``prompts/``) the row
+    is written as the reference writes its own: ``system_str`` is that template followed
+    by the environment text, each prompt is headed ``### Turn N`` / ``**Action:**``.
+    """
     awb = traj.metadata.get("awb", {})
     if turn_idxs is None:
         turn_idxs = awb.get("turn_idx") or list(range(1, len(traj.turns) + 1))
     prompts = [t.action for t in traj.turns]
+    system = traj.environment
+    if system_prompt is not None:
+        prompts = [turn_prompt(n, a) for n, a in enumerate(prompts, start=1)]
+        system = reference_system(system_prompt, traj.environment)
     responses = [add_marker(t.observation) for t in traj.turns]
     rows = []
     for k in turn_idxs:
@@ -136,7 +173,7 @@ def trajectory_to_rows(
                 "prompt": prompts,
                 "response": responses,
                 "current_prompt": prompts[k - 1],
-                "system_str": traj.environment,
+                "system_str": system,
                 "turn_idx": k,
                 "total_turns": len(traj.turns),
             }

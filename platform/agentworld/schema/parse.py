@@ -81,8 +81,10 @@ def parse_output(text: str) -> ParsedOutput:
 
 
 def _strip_observation_marker(text: str) -> str:
-    if text.startswith(OBSERVATION_MARKER):
-        text = text[len(OBSERVATION_MARKER) :]
+    # The reference's format answers "**Environment Observation:**\n<observation>"; a
+    # model may write a line before the marker: the observation is what follows it.
+    if OBSERVATION_MARKER in text:
+        text = text.split(OBSERVATION_MARKER, 1)[1]
     return text.strip()
 
 

@@ -12,6 +12,7 @@ one signature line each) here and only here, so that every stage that renders a 
 
 from __future__ import annotations
 
+from agentworld.schema.awb import add_marker, strip_marker, turn_prompt, validate_row
 from agentworld.schema.compact import compact_environment
 from agentworld.schema.errors import InvalidValueError
 from agentworld.schema.record import Trajectory
@@ -29,6 +30,19 @@ def render_messages(environment: str, history: list[tuple[str, str]], action: st
     return messages
 
 
+def reference_messages(system: str, history: list[tuple[str, str]], action: str) -> list[Message]:
+    """The same prediction in the reference's own format (the ``awb`` prompt style), as
+    its released model was trained on and as AgentWorldBench rows hold it: ``system`` as
+    given (the domain's template, see ``awb.reference_system``), user turns headed
+    ``### Turn N`` / ``**Action:**``, observations after ``**Environment Observation:**``."""
+    messages: list[Message] = [{"role": "system", "content": system}]
+    for n, (past_action, past_observation) in enumerate(history, start=1):
+        messages.append({"role": "user", "content": turn_prompt(n, past_action)})
+        messages.append({"role": "assistant", "content": add_marker(past_observation)})
+    messages.append({"role": "user", "content": turn_prompt(len(history) + 1, action)})
+    return messages
+
+
 def predict_turn_messages(traj: Trajectory, k: int) -> list[Message]:
     """Messages that ask for turn ``k`` (1-based) of ``traj``; the target is
     ``traj.turns[k-1].observation``."""
@@ -40,9 +54,6 @@ def predict_turn_messages(traj: Trajectory, k: int) -> list[Message]:
 
 def awb_row_messages(row: dict) -> list[Message]:
     """Messages for an AgentWorldBench row, built from the row's own fields."""
-    # not at the top: agentworld.schema imports this module (a cycle)
-    from agentworld.schema.awb import strip_marker, validate_row
-
     row = validate_row(row)
     k = row["turn_idx"]
     history = [(row["prompt"][i], strip_marker(row["response"][i])) for i in range(k - 1)]

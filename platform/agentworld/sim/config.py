@@ -7,6 +7,7 @@ hold) also rejects unknown keys by name."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import types
 import typing
@@ -99,6 +100,21 @@ class AuthConfig:
             raise ConfigError("auth", "name at least one source of API keys")
 
 
+def check_prompt_style(where: str, style: str, prompts_dir: str | None) -> None:
+    """``awb`` needs an existing prompts directory; ``native`` takes none (it would be
+    ignored)."""
+    if style not in ("native", "awb"):
+        raise ConfigError(f"{where}.prompt_style", f"must be 'native' or 'awb', got {style!r}")
+    if style == "awb" and not prompts_dir:
+        raise ConfigError(
+            f"{where}.prompts_dir", "the awb prompt style needs the reference's prompts folder"
+        )
+    if style == "native" and prompts_dir is not None:
+        raise ConfigError(f"{where}.prompts_dir", "only the awb prompt style reads prompts")
+    if prompts_dir is not None and not os.path.isdir(prompts_dir):
+        raise ConfigError(f"{where}.prompts_dir", f"{prompts_dir!r} is not a directory")
+
+
 def check_team_key(team: str, key: str, *, where: str) -> None:
     if not isinstance(team, str) or not _TEAM_RE.match(team):
         raise ConfigError(
@@ -131,6 +147,15 @@ class ServeConfig:
     auth: AuthConfig = field(default_factory=AuthConfig)
     custom_domains: dict[str, str] = field(default_factory=dict)
     """Domains beyond the seven built-in ones: ``{name: description}``."""
+    prompt_style: Literal["native", "awb"] = "native"
+    """How a session is rendered for the model. ``native``: this project's format (its
+    own models). ``awb``: the reference's format, in which its released model was
+    trained (the domain's system prompt from ``prompts_dir``, then ``### Turn N`` /
+    ``**Action:**`` user turns and ``**Environment Observation:**`` answers)."""
+    prompts_dir: str | None = None
+    """The reference's ``prompts/`` folder, one ``<domain>/system_prompt.txt`` per
+    domain; required by ``awb``, refused with ``native``. A session of a domain without
+    its file fails with 422 naming the file."""
     store_name: str = "agentworld-sim-sessions"
     """Name of the detached Ray actor that holds the sessions, outside every replica."""
     store_namespace: str = "agentworld"
@@ -169,6 +194,7 @@ class ServeConfig:
         for name in self.custom_domains:
             if not re.match(r"^[a-z][a-z0-9_\-]{0,63}$", name):
                 raise ConfigError("serve.custom_domains", f"domain name {name!r} is invalid")
+        check_prompt_style("serve", self.prompt_style, self.prompts_dir)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> ServeConfig:

@@ -1,11 +1,15 @@
 """From a session to the model's prompt and from the model's text to an observation.
 
-The messages come from ``agentworld.schema.render_messages``, the code that renders
-training and evaluation samples: system = the environment text, then (action,
-observation) pairs, then the new action. Without control instructions or an initial
-state the system text is exactly the environment text, as in training; control
-instructions are appended after it. Tool errors and hidden fields are also enforced
-here, without the model, so that agents can rely on them.
+In the ``native`` style (this project's models) the messages come from
+``agentworld.schema.render_messages``, the code that renders training and evaluation
+samples: system = the environment text, then (action, observation) pairs, then the new
+action. Without control instructions or an initial state the system text is exactly the
+environment text, as in training; control instructions are appended after it. In the
+``awb`` style (the reference's released model) they come from
+``agentworld.schema.reference_messages``: the domain's system prompt from the reference's
+``prompts/`` folder before that text, turns as AgentWorldBench rows hold them. Tool
+errors and hidden fields are also enforced here, without the model, so that agents can
+rely on them.
 """
 
 from __future__ import annotations
@@ -13,9 +17,10 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
-from agentworld.schema import get_domain, parse_output, render_messages
+from agentworld.schema import get_domain, parse_output, reference_messages, render_messages
+from agentworld.schema.awb import load_system_prompt, reference_system
 from agentworld.schema.chat import render_tool_call
 from agentworld.schema.errors import RecordError
 from agentworld.schema.record import ToolCall
@@ -23,6 +28,18 @@ from agentworld.sim.errors import SimError
 from agentworld.sim.protocol import Action, Control, EnvironmentSpec, ToolCallAction
 
 _CHATML_LEFTOVERS = re.compile(r"<\|(?:im_end|im_start|endoftext|pad)\|>")
+
+PromptStyleName = Literal["native", "awb"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class PromptStyle:
+    """How a session becomes the model's prompt (each owner's config holds the two
+    fields and checks them; see ``ServeConfig.prompt_style``)."""
+
+    name: PromptStyleName = "native"
+    prompts_dir: str | None = None
+    """The reference's ``prompts/`` folder (``<domain>/system_prompt.txt``); ``awb`` only."""
 
 
 def resolve_domain(name: str) -> str:
@@ -86,10 +103,26 @@ def action_text(action: Action) -> str:
     return action
 
 
-def step_messages(system: str, turns: list[dict[str, Any]], action: str) -> list[dict[str, str]]:
-    """The prompt of one simulator step."""
+def step_messages(
+    system: str,
+    turns: list[dict[str, Any]],
+    action: str,
+    *,
+    domain: str | None = None,
+    style: PromptStyle | None = None,
+) -> list[dict[str, str]]:
+    """The prompt of one simulator step; ``awb`` needs the session's ``domain`` (its
+    system prompt file), a missing file is a 422 naming it."""
     history = [(t["action"], t["observation"]) for t in turns]
-    return render_messages(system, history, action)
+    if style is None or style.name == "native":
+        return render_messages(system, history, action)
+    if domain is None or style.prompts_dir is None:
+        raise ValueError("the awb prompt style needs the domain and the prompts directory")
+    try:
+        template = load_system_prompt(style.prompts_dir, domain)
+    except RecordError as e:
+        raise SimError(422, "no_system_prompt", e.reason, field="domain") from None
+    return reference_messages(reference_system(template, system), history, action)
 
 
 def injected_error(control: Control | None, action: Action, turn: int) -> str | None:

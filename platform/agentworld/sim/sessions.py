@@ -19,9 +19,9 @@ from agentworld.sim.protocol import Action, Control, EnvironmentSpec, Sampling
 StoreCall = Callable[..., Awaitable[Any]]
 """``await call(method, *args, **kwargs)``: a ``SessionStore`` method's result; its
 SimErrors are raised as they were."""
-Predict = Callable[[str, list[dict], Action, Control | None, Sampling], Awaitable[dict]]
-"""``await predict(system, turns, action, control, sampling)``: the next turn (action,
-observation, reasoning, injected, finish_reason)."""
+Predict = Callable[[str, list[dict], Action, Control | None, Sampling, str], Awaitable[dict]]
+"""``await predict(system, turns, action, control, sampling, domain)``: the next turn
+(action, observation, reasoning, injected, finish_reason)."""
 
 
 def new_session(
@@ -64,7 +64,9 @@ class Sessions:
         control = Control.model_validate(record["control"]) if record["control"] else None
         sampling = sampling or Sampling.model_validate(record["sampling"] or {})
         done = len(record["turns"])
-        turn = await self.predict(record["system"], record["turns"], action, control, sampling)
+        turn = await self.predict(
+            record["system"], record["turns"], action, control, sampling, record["domain"]
+        )
         await self.call("append_turn", team, session_id, expected_turns=done, turn=turn)
         turns_left = self.max_turns - done - 1
         return {"session_id": session_id, "turn": done + 1, "turns_left": turns_left, **turn}

@@ -31,6 +31,7 @@ from agentworld.sim.placement import session_store
 from agentworld.sim.placement.mcp_routes import McpRoutes
 from agentworld.sim.playground import playground_page
 from agentworld.sim.prompt import (
+    PromptStyle,
     action_text,
     injected_error,
     read_prediction,
@@ -86,6 +87,7 @@ class SimIngress(McpRoutes, OpenAiIngress):
             register_domain(name, description)
         self.store = session_store(self.cfg)
         self.replica = serve.get_replica_context().replica_id.unique_id
+        self.style = PromptStyle(name=self.cfg.prompt_style, prompts_dir=self.cfg.prompts_dir)
         self.sessions = Sessions(self._call, self._predict, max_turns=self.cfg.limits.max_turns)
         self.mcp_front = McpFront(
             self.sessions, max_request_bytes=self.cfg.limits.max_request_bytes
@@ -150,7 +152,7 @@ class SimIngress(McpRoutes, OpenAiIngress):
     async def simulate(self, request: Request) -> JSONResponse:
         await self._admit(request)
         spec = parse_body(SimulateRequest, await request.body())
-        resolve_domain(spec.domain)
+        domain = resolve_domain(spec.domain)
         if len(spec.history) >= self.cfg.limits.max_turns:
             raise SimError(
                 422,
@@ -162,7 +164,7 @@ class SimIngress(McpRoutes, OpenAiIngress):
             {"action": action_text(h.action), "observation": h.observation} for h in spec.history
         ]
         turn = await self._predict(
-            system_text(spec), turns, spec.action, spec.control, spec.sampling or Sampling()
+            system_text(spec), turns, spec.action, spec.control, spec.sampling or Sampling(), domain
         )
         return JSONResponse({"turn": len(turns) + 1, **turn})
 
@@ -175,6 +177,7 @@ class SimIngress(McpRoutes, OpenAiIngress):
         action: Action,
         control: Control | None,
         sampling: Sampling,
+        domain: str,
     ) -> dict[str, Any]:
         """The next turn: a prescribed tool error, or the model's prediction."""
         text = action_text(action)
@@ -187,7 +190,8 @@ class SimIngress(McpRoutes, OpenAiIngress):
                 "injected": True,
                 "finish_reason": "injected",
             }
-        raw, finish = await self._generate(step_messages(system, turns, text), sampling)
+        messages = step_messages(system, turns, text, domain=domain, style=self.style)
+        raw, finish = await self._generate(messages, sampling)
         pred = read_prediction(raw, control)
         return {
             "action": text,
