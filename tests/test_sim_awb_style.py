@@ -13,6 +13,10 @@ import pytest
 from agentworld.agent.config import SimConfig
 from agentworld.agent.world import EngineWorld, SimRequest
 from agentworld.config import ConfigError
+from agentworld.evaluate.closed_loop import run_closed_loop
+from agentworld.evaluate.config import ClosedLoopConfig
+from agentworld.evaluate.episodes import Episode
+from agentworld.evaluate.simulators import Reply, Simulator
 from agentworld.schema import parse_output, predict_turn_messages, trajectory_to_rows
 from agentworld.schema.awb import load_system_prompt
 from agentworld.schema.errors import RecordError
@@ -178,3 +182,42 @@ def test_the_agent_world_renders_in_its_configured_style(prompts):
     assert messages[0]["content"] == f"{TEMPLATE}\n\nbash in /home/u"
     assert messages[2]["content"] == "**Environment Observation:**\nnotes.txt"
     assert messages[3]["content"] == "### Turn 2\n**Action:**\ncat notes.txt"
+
+
+class _Recorder(Simulator):
+    """Answers every turn with its real observation and keeps the prompts it was given."""
+
+    def __init__(self, episode: Episode, seen: list[list[dict]]) -> None:
+        self.episode, self.seen = episode, seen
+
+    async def ask(self, messages: list[dict]) -> Reply:
+        self.seen.append(messages)
+        k = sum(m["role"] == "user" for m in messages)
+        return Reply(output="x", observation=self.episode.references[k - 1])
+
+
+def test_evaluate_closed_loop_renders_its_episodes_in_the_awb_style(prompts, tmp_path):
+    traj = sample_trajectories(1)[0]
+    ep = Episode(
+        id=traj.id,
+        task=traj.domain,
+        domain=traj.domain,
+        system=traj.environment,
+        actions=tuple(t.action for t in traj.turns),
+        references=tuple(t.observation for t in traj.turns),
+    )
+    seen: list[list[dict]] = []
+    cfg = ClosedLoopConfig(prompt_style="awb", prompts_dir=str(prompts))
+    run_closed_loop([ep], lambda: _Recorder(ep, seen), cfg, str(tmp_path / "out"))
+    style = PromptStyle(name="awb", prompts_dir=str(prompts))
+    turns = [{"action": t.action, "observation": t.observation} for t in traj.turns]
+    expected = [
+        step_messages(
+            traj.environment, turns[: k - 1], turns[k - 1]["action"], domain="terminal", style=style
+        )
+        for k in range(1, len(turns) + 1)
+    ]
+    assert seen == expected
+    web = Episode(**{**ep.__dict__, "id": "w", "domain": "web"})
+    with pytest.raises(RecordError, match=re.escape(str(prompts / "web" / "system_prompt.txt"))):
+        run_closed_loop([ep, web], lambda: _Recorder(ep, []), cfg, str(tmp_path / "out2"))

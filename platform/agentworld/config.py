@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import os
 from typing import Any
 
 
@@ -16,6 +17,21 @@ class ConfigError(ValueError):
     def __init__(self, field: str, message: str) -> None:
         self.field = field
         super().__init__(f"{field}: {message}")
+
+
+def check_prompt_style(owner: str, style: str, prompts_dir: str | None) -> None:
+    """A simulator prompt style (serve, agent, evaluate's closed loop): ``awb`` needs an
+    existing prompts directory, ``native`` takes none (it would be ignored)."""
+    if style not in ("native", "awb"):
+        raise ConfigError(f"{owner}.prompt_style", f"must be 'native' or 'awb', got {style!r}")
+    if style == "awb" and not prompts_dir:
+        raise ConfigError(
+            f"{owner}.prompts_dir", "the awb prompt style needs the reference's prompts folder"
+        )
+    if style == "native" and prompts_dir is not None:
+        raise ConfigError(f"{owner}.prompts_dir", "only the awb prompt style reads prompts")
+    if prompts_dir is not None and not os.path.isdir(prompts_dir):
+        raise ConfigError(f"{owner}.prompts_dir", f"{prompts_dir!r} is not a directory")
 
 
 def check_positive(owner: str, **values: float | None) -> None:

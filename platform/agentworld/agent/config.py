@@ -8,10 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from agentworld.config import ConfigError, check_positive
+from agentworld.config import ConfigError, check_positive, check_prompt_style
 from agentworld.model.engine import EngineConfig
 from agentworld.rl.config import LearnerConfig, RLConfig, RolloutConfig
-from agentworld.sim.config import check_prompt_style
 
 TaskFamily = Literal["search", "table", "terminal", "mcp"]
 FAMILIES: tuple[str, ...] = ("search", "table", "terminal", "mcp")

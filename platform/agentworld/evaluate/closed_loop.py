@@ -20,7 +20,7 @@ from typing import Any
 
 from agentworld.console import Progress
 from agentworld.evaluate.config import ClosedLoopConfig
-from agentworld.evaluate.episodes import Episode
+from agentworld.evaluate.episodes import Episode, with_system_prompts
 from agentworld.evaluate.infer import bounded_map
 from agentworld.evaluate.simulators import Reply, Simulator, StepFailed
 from agentworld.evaluate.store import PartWriter, merge, read_parts
@@ -99,6 +99,8 @@ def run_closed_loop(
     (episode order, turn order, teacher-forced before closed-loop) and ``failed.jsonl``."""
     if cfg.max_episodes is not None:
         episodes = episodes[: cfg.max_episodes]
+    if cfg.prompt_style == "awb":
+        episodes = with_system_prompts(episodes, cfg.prompts_dir)
     parts_url = join(out_url, "parts")
     done = {row["id"] for row in read_parts(parts_url, **storage_options).values()}
     todo = [e for e in episodes if e.id not in done]

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from agentworld.config import ConfigError, check_positive
+from agentworld.config import ConfigError, check_positive, check_prompt_style
 from agentworld.model.engine import EngineConfig
 from agentworld.scoring.config import EndpointConfig, JudgeConfig, SamplingConfig
 
@@ -66,6 +66,15 @@ class ClosedLoopConfig:
     """Finished episodes per atomically written part: what an interruption can lose."""
     session_api_key_env: str = "AGENTWORLD_API_KEY"
     """Where the simulator session API's key is read from (``--simulator``)."""
+    prompt_style: Literal["native", "awb"] = "native"
+    """How an episode's turns are rendered for the model: ``native`` (this project's
+    format) or ``awb`` (the reference's, for its released model: the domain's system
+    prompt from ``prompts_dir`` before the episode's environment text, ``### Turn N`` /
+    ``**Action:**`` turns, ``**Environment Observation:**`` answers). With
+    ``--simulator`` the closed-loop turns are the served app's: give it the same style."""
+    prompts_dir: str | None = None
+    """The reference's ``prompts/`` folder (``<domain>/system_prompt.txt``); ``awb`` only.
+    A domain without its file stops the run before any episode, naming the file."""
 
     def __post_init__(self) -> None:
         check_positive(
@@ -75,6 +84,7 @@ class ClosedLoopConfig:
             episodes_in_flight=self.episodes_in_flight,
             flush_every=self.flush_every,
         )
+        check_prompt_style("closed_loop", self.prompt_style, self.prompts_dir)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from agentworld.evaluate.items import EvalItem
-from agentworld.schema import render_messages
+from agentworld.schema import reference_messages, render_messages
+from agentworld.schema.awb import load_system_prompt, reference_system
 
 Message = dict[str, str]
 
@@ -31,6 +32,9 @@ class Episode:
     """The real actions, turn 1 first."""
     references: tuple[str, ...]
     """The real observation after each action."""
+    system_prompt: str | None = None
+    """The reference's system prompt of the domain: set, the turns are rendered in its
+    format (the ``awb`` prompt style); None, in this project's."""
 
     @property
     def turns(self) -> int:
@@ -41,7 +45,17 @@ class Episode:
         ``history[:k-1]`` as the earlier observations (the real ones: teacher forcing;
         the simulator's own: closed loop)."""
         past = list(zip(self.actions[: k - 1], history[: k - 1], strict=True))
-        return render_messages(self.system, past, self.actions[k - 1])
+        if self.system_prompt is None:
+            return render_messages(self.system, past, self.actions[k - 1])
+        system = reference_system(self.system_prompt, self.system)
+        return reference_messages(system, past, self.actions[k - 1])
+
+
+def with_system_prompts(episodes: list[Episode], prompts_dir: str) -> list[Episode]:
+    """The episodes in the ``awb`` style: each with its domain's system prompt, read once
+    per domain; a missing file raises (a RecordError naming it) before any episode."""
+    prompts = {d: load_system_prompt(prompts_dir, d) for d in {e.domain for e in episodes}}
+    return [replace(e, system_prompt=prompts[e.domain]) for e in episodes]
 
 
 def _whole_history(item: EvalItem) -> bool:

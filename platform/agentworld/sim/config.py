@@ -7,14 +7,18 @@ hold) also rejects unknown keys by name."""
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 import types
 import typing
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from agentworld.config import ConfigError, check_non_negative, check_positive
+from agentworld.config import (
+    ConfigError,
+    check_non_negative,
+    check_positive,
+    check_prompt_style,
+)
 from agentworld.model.engine import EngineConfig
 
 _TEAM_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
@@ -98,21 +102,6 @@ class AuthConfig:
             raise ConfigError("auth.api_keys_env", f"{self.api_keys_env!r} is not a variable name")
         if not (self.api_keys or self.api_keys_env or self.api_keys_file):
             raise ConfigError("auth", "name at least one source of API keys")
-
-
-def check_prompt_style(where: str, style: str, prompts_dir: str | None) -> None:
-    """``awb`` needs an existing prompts directory; ``native`` takes none (it would be
-    ignored)."""
-    if style not in ("native", "awb"):
-        raise ConfigError(f"{where}.prompt_style", f"must be 'native' or 'awb', got {style!r}")
-    if style == "awb" and not prompts_dir:
-        raise ConfigError(
-            f"{where}.prompts_dir", "the awb prompt style needs the reference's prompts folder"
-        )
-    if style == "native" and prompts_dir is not None:
-        raise ConfigError(f"{where}.prompts_dir", "only the awb prompt style reads prompts")
-    if prompts_dir is not None and not os.path.isdir(prompts_dir):
-        raise ConfigError(f"{where}.prompts_dir", f"{prompts_dir!r} is not a directory")
 
 
 def check_team_key(team: str, key: str, *, where: str) -> None:
