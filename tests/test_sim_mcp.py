@@ -32,6 +32,28 @@ BAD_TIME = "Error executing tool convert_time: Invalid time format. Expected HH:
 """What the real server answers convert_time at 25:99; the twin is told to answer it."""
 
 
+ECHO = {
+    "domain": "mcp",
+    "environment": "An echo server.",
+    "tools": [{"name": "echo", "inputSchema": {"type": "object"}}],
+    "sampling": {"max_tokens": 8},
+}
+
+
+ECHO_TOOLS = {
+    **ECHO,
+    "mcp_tools": [
+        {
+            "name": "echo",
+            "title": "Echo",
+            "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}},
+            "annotations": {"readOnlyHint": True},
+        }
+    ],
+    "server": {"name": "echo-server", "version": "1.0"},
+}
+
+
 def _env(**extra: str) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT / "platform"), **extra}
 
@@ -128,6 +150,28 @@ def test_the_git_server_twin_lists_the_real_servers_tools(sim_url):
     assert twin == real and len(real) >= 5
 
 
+def test_a_twin_of_a_server_reached_by_url(sim_url):
+    """jobs/twin.py --server-url: the real server is any streamable HTTP server with a
+    bearer token, here the simulator's own MCP server of a registered environment."""
+    SimClient(sim_url, SIM_KEYS[TEAM]).request("PUT", "/v1/environments/source", ECHO_TOOLS)
+    argv = [sys.executable, "jobs/twin.py", "--server-url", f"{sim_url}/v1/mcp/source"]
+    out = subprocess.run(
+        [*argv, "--server-token-env", "TOKEN", "--name", "copy", "--sim-url", sim_url],
+        cwd=ROOT,
+        env=_env(AGENTWORLD_SIM_API_KEY=SIM_KEYS[TEAM], TOKEN=SIM_KEYS[TEAM]),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    copy = SimClient(sim_url, SIM_KEYS[TEAM]).request("GET", "/v1/environments/copy")
+    assert copy["mcp_tools"] == ECHO_TOOLS["mcp_tools"]
+    assert copy["server"] == {"name": "echo-server", "version": "1.0"}
+    assert "over streamable HTTP" in copy["environment"]
+    for name in ("source", "copy"):
+        SimClient(sim_url, SIM_KEYS[TEAM]).request("DELETE", f"/v1/environments/{name}")
+
+
 def _post(url: str, body, *, key: str | None, sid: str | None = None) -> httpx.Response:
     headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
     if key:
@@ -147,14 +191,6 @@ def _open(url: str, key: str) -> str:
     r = _post(url, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}, key=key)
     assert r.status_code == 200 and "result" in r.json(), r.text
     return r.headers["mcp-session-id"]
-
-
-ECHO = {
-    "domain": "mcp",
-    "environment": "An echo server.",
-    "tools": [{"name": "echo", "inputSchema": {"type": "object"}}],
-    "sampling": {"max_tokens": 8},
-}
 
 
 def test_mcp_refusals_through_the_guard_change_no_session(sim_url):

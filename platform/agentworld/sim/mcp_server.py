@@ -97,18 +97,18 @@ class McpFront:
         session_id = headers.get(SESSION_HEADER)
         try:
             found = await self.sessions.call("mcp_lookup", team, name, session_id)
-            refusal = await self._refusal(scope["method"], team, session_id, message)
+            answer = await self._answer_outside_sdk(scope["method"], team, session_id, message)
         except SimError as e:
-            refusal = _error_response(e.status, _rpc_code(e), e.message, message, e.retry_after_s)
-        if refusal is not None:
-            await refusal(scope, receive, send)
+            answer = _error_response(e.status, _rpc_code(e), e.message, message, e.retry_after_s)
+        if answer is not None:
+            await answer(scope, receive, send)
             return
         call = McpCall(team=team, environment=found["environment"], session_id=session_id)
         scope.setdefault("state", {})[_STATE] = call
         await self._ensure_running()
         await self.manager.handle_request(scope, _replay(body, receive), _sending_id(send, call))
 
-    async def _refusal(
+    async def _answer_outside_sdk(
         self, method: str, team: str, session_id: str | None, message: Any
     ) -> Response | None:
         """The answer to a request the SDK does not see: a DELETE (which ends the

@@ -56,6 +56,7 @@ _PAGE = r"""<!doctype html>
   ol#turns { list-style: none; padding: 0; margin: 0; }
   ol#turns > li { border-top: 1px solid var(--line); padding: .5rem 0; }
   pre { white-space: pre-wrap; word-break: break-word; margin: .2rem 0; padding: .4rem; background: var(--bg); border-radius: 4px; font-size: .85rem; }
+  pre.observation:empty::before { content: "(empty observation)"; color: var(--muted); font-style: italic; }
   .who { font-size: .8rem; color: var(--muted); text-transform: uppercase; letter-spacing: .03em; }
   #status { min-height: 1.4rem; color: var(--muted); }
   #status.error { color: var(--err); }
@@ -161,6 +162,7 @@ async function loadEnvironments() {
   for (const [name, text] of Object.entries(DOMAINS)) {
     domains.append(new Option(`${name}: ${text}`, "domain:" + name));
   }
+  if (DOMAINS.terminal) select.value = "domain:terminal";
   environments = {};
   if (!sessionStorage.getItem(KEY)) return showSource();
   try {
