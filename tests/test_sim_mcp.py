@@ -99,8 +99,15 @@ async def agent(client: Client, reader=None) -> dict:
 def test_an_agent_makes_the_same_calls_on_the_real_time_server_and_its_twin(sim_url):
     time_server = f"{BIN}/mcp-server-time --local-timezone UTC"
     control = {"tool_errors": [{"tool": "convert_time", "message": BAD_TIME}]}
-    url = _twin(sim_url, "time", time_server, "--control", json.dumps(control))
+    record = {"name": "get_current_time", "arguments": {"timezone": "UTC"}}
+    extra = ["--control", json.dumps(control), "--record", json.dumps(record)]
+    url = _twin(sim_url, "time", time_server, *extra)
     key = SIM_KEYS[TEAM]
+    [recorded] = SimClient(sim_url, key).request("GET", "/v1/environments/time")["initial_state"][
+        "recorded_calls"
+    ]
+    assert recorded["call"] == record and recorded["is_error"] is False
+    assert json.loads(recorded["result"])["timezone"] == "UTC"  # the real server's answer
     reader = SimClient(sim_url, key).get_session
     real = asyncio.run(
         agent(
@@ -127,6 +134,8 @@ def test_an_agent_makes_the_same_calls_on_the_real_time_server_and_its_twin(sim_
         assert all(isinstance(r, CallToolResult) for r in twin["results"])
         session = twin["session"]
         assert session["environment"] == "time" and len(session["turns"]) == 2
+        # The recorded call is part of the twin's state: its real answer is in the prompt.
+        assert json.loads(recorded["result"])["datetime"] in session["system"]
         assert [r.content[0].text for r in twin["results"]] == [
             t["observation"] for t in session["turns"]
         ]
