@@ -63,7 +63,9 @@ def summary_section(run: str, found: dict[str, dict | None]) -> Section:
         s.notes.append(f"Serve: every route answered ({calls}).")
     timings = (read_json(join(run, "pipeline.json")) or {}).get("stages", {})
     if timings:
-        parts = [f"{st} {fmt(timings[st].get('seconds'), 0)} s" for st, _ in STAGES if st in timings]
+        parts = [
+            f"{st} {fmt(timings[st].get('seconds'), 0)} s" for st, _ in STAGES if st in timings
+        ]
         total = sum(t.get("seconds", 0) for t in timings.values())
         s.notes.append(f"Time per stage: {', '.join(parts)}; {total:.0f} s in all.")
     return s
