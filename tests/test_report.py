@@ -102,6 +102,14 @@ def test_the_verdict_reads_the_interval_and_names_what_each_lost_domain_trails()
         "observation on web."
     )
     assert verdict({"domains": {}, "margin": {}}).startswith("No baseline was scored")
+    grouped = _summary({"all": (-9.0, [-12.0, -4.0], "retrieval"), "mcp": (-1.0, None, "copy_previous"),
+                        "swe": (-3.0, None, "retrieval"), "web": (-2.0, None, "retrieval"),
+                        "terminal": (-4.0, None, "copy_previous"), "search": (-5.0, None, "retrieval")})  # fmt: skip
+    assert verdict(grouped).endswith(
+        "beats it on 0 of 5 domains; below copying the previous observation on mcp and "
+        "terminal; below retrieving the most similar training observation on search, swe "
+        "and web."
+    )
 
 
 def test_the_report_opens_with_the_summary(tmp_path):

@@ -39,13 +39,18 @@ def verdict(summary: dict[str, Any]) -> str:
     else:
         head = "The world model is not above the best baseline overall"
     text = f"{head} ({margin_text(overall)}) and beats it on {len(won)} of {len(domains)} domains"
-    if lost:
-        behind = "; ".join(
-            f"below {BASELINE_WORDS.get(domains[d]['baseline'], domains[d]['baseline'])} on {d}"
-            for d in lost
-        )
-        text += f"; {behind}"
+    by_baseline: dict[str, list[str]] = {}
+    for d in lost:
+        by_baseline.setdefault(domains[d]["baseline"], []).append(d)
+    for baseline, names in sorted(by_baseline.items()):
+        words = BASELINE_WORDS.get(baseline, baseline)
+        text += f"; below {words} on {_listed(names)}"
     return text + "."
+
+
+def _listed(names: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def summary_section(run: str, found: dict[str, dict | None]) -> Section:
