@@ -25,6 +25,7 @@ from pathlib import Path
 
 SANDBOX_HOME = "/home/agent"
 _HOME_RE = re.compile(r"/(home|srv|workspace)(/[A-Za-z0-9_][A-Za-z0-9._-]*)+")
+_USER_RE = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
 _HOST_RE = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,62})")
 _INIT = Path(__file__).with_name("sandbox_init.py")
 _SYSTEM_PYTHON = "/usr/bin/python3"
@@ -63,6 +64,10 @@ class SandboxSpec:
     max_memory_bytes: int = 1 << 30
     """Memory of the whole tree (the cgroup's limit; the OOM killer ends the biggest
     process) and of each process (RLIMIT_DATA: allocations beyond it fail). 0: no limit."""
+    user: str | None = None
+    """Run as this user (uid 1000, listed in /etc/passwd inside), in a user namespace
+    nested in the sandbox's, instead of as its root: desktop applications warn when they
+    run as root, and dbus-daemon needs its user listed. None: root of the namespace."""
 
     def __post_init__(self) -> None:
         # Mounted over the new root: a system directory there would hide the real one.
@@ -70,6 +75,8 @@ class SandboxSpec:
             raise ValueError(
                 f"SandboxSpec.home: {self.home!r} is not /home, /srv or /workspace/NAME..."
             )
+        if self.user is not None and not _USER_RE.fullmatch(self.user):
+            raise ValueError(f"SandboxSpec.user: {self.user!r} is not a user name")
         if self.hostname is not None and not _HOST_RE.fullmatch(self.hostname):
             raise ValueError(f"SandboxSpec.hostname: {self.hostname!r} is not a host name")
 
@@ -130,6 +137,7 @@ def sandbox_command(spec: SandboxSpec, program: list[str], *, ctty: bool = False
         "max_open_files": spec.max_open_files,
         "max_processes": spec.max_processes,
         "max_memory_bytes": spec.max_memory_bytes,
+        "user": spec.user,
         # Only these names pass into the sandbox, whatever environment the caller hands
         # the process: a caller that forgets base_env() still leaks no host secret.
         "env_names": sorted({*base_env(spec.env), *SESSION_VARS}),

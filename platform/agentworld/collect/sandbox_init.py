@@ -11,7 +11,9 @@ What the program then sees:
   /home/agent   the episode's work directory (a bind mount of a host directory), HOME
   /tmp          a private tmpfs
   /proc         this PID namespace only: host processes and their environments are gone
-  root          root of its own user namespace: no capability over the host
+  root          root of its own user namespace: no capability over the host (or, with
+                a user in the spec, that user, uid 1000, in a user namespace nested
+                in it, listed in /etc/passwd and /etc/group)
   writes        only under /home/agent, /tmp and a few /dev files (Landlock)
   reads         system directories plus the read-only paths in the spec (Landlock)
   network       none: a new network namespace, and Landlock denies TCP where supported;
@@ -66,6 +68,8 @@ class _NetPort(ctypes.Structure):
 
 
 _RULE_NET_PORT, _NET_BIND_CONNECT = 2, 3
+_CLONE_NEWUSER = 0x10000000
+SANDBOX_UID = 1000
 _SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
 
 
@@ -81,7 +85,11 @@ def _mount(source: str, target: str, fstype: str | None, flags: int, data: str |
 
 
 def setup_mounts(
-    work_dir: str, tmp_size: str, read_paths: list[str], home: str = SANDBOX_HOME
+    work_dir: str,
+    tmp_size: str,
+    read_paths: list[str],
+    home: str = SANDBOX_HOME,
+    user: str | None = None,
 ) -> None:
     """Build a new root from nothing and pivot into it, so that the host's own files (its
     checkouts, /root, other users' homes, /var, /opt, sockets under /run or /tmp) do not
@@ -108,8 +116,28 @@ def setup_mounts(
     for name in _MASKED:
         if os.path.isfile(_NEW_ROOT + name):
             _mount("/dev/null", _NEW_ROOT + name, None, _MS_BIND, None)
+    if user:
+        _list_user(user, home)
     _pivot_root(_NEW_ROOT)
     _mount("none", "/", None, _MS_REMOUNT | _MS_RDONLY | flags, None)
+
+
+def _list_user(user: str, home: str) -> None:
+    """The host's /etc/passwd and /etc/group with ``user`` (SANDBOX_UID) in place of
+    any entry of that name or id, bound over the originals: programs look their user
+    up, and dbus-daemon refuses to start without an entry."""
+    entries = {
+        "passwd": f"{user}:x:{SANDBOX_UID}:{SANDBOX_UID}:{user}:{home}:/bin/bash",
+        "group": f"{user}:x:{SANDBOX_UID}:",
+    }
+    for db, entry in entries.items():
+        with open(f"/etc/{db}") as f:
+            rows = [r.split(":") for r in f.read().splitlines() if r.count(":") >= 2]
+        keep = [":".join(r) for r in rows if r[0] != user and r[2] != str(SANDBOX_UID)]
+        path = f"{_NEW_ROOT}/run/sandbox-{db}"  # in the new root: read-only once pivoted
+        with open(path, "w") as f:
+            f.write("\n".join([*keep, entry]) + "\n")
+        _mount(path, f"{_NEW_ROOT}/etc/{db}", None, _MS_BIND, None)
 
 
 def _bind_system_dir(name: str) -> None:
@@ -225,6 +253,18 @@ def restrict(
     os.close(ruleset)
 
 
+def become_user(uid: int) -> None:
+    """Enter a user namespace nested in the sandbox's, in which this process is ``uid``
+    (mapped to the sandbox's root, so it still owns its home): desktop applications warn
+    when they run as root. Done just before Landlock, which forbids the map writes."""
+    if libc.unshare(_CLONE_NEWUSER) != 0:
+        _fail(f"unshare(CLONE_NEWUSER): {os.strerror(ctypes.get_errno())}")
+    maps = (("setgroups", "deny"), ("uid_map", f"{uid} 0 1"), ("gid_map", f"{uid} 0 1"))
+    for name, text in maps:
+        with open(f"/proc/self/{name}", "w") as f:
+            f.write(text)
+
+
 def set_limits(spec: dict) -> None:
     """Per-process limits. RLIMIT_NPROC bounds a fork bomb only where the sandbox's root
     is not the host's root (the kernel exempts uid 0); the cgroup that sandbox.py joins,
@@ -262,12 +302,15 @@ def main(argv: list[str]) -> None:
     program = argv[2:]
     read_paths = [os.path.realpath(p) for p in spec.get("read_paths", [])]
     home = spec.get("home") or SANDBOX_HOME
-    setup_mounts(spec["work_dir"], spec.get("tmp_size", "64m"), read_paths, home)
+    user = spec.get("user")
+    setup_mounts(spec["work_dir"], spec.get("tmp_size", "64m"), read_paths, home, user)
     if spec.get("hostname"):
         socket.sethostname(spec["hostname"])  # our own UTS namespace
     if spec.get("tcp_ports"):
         loopback_up()
     set_limits(spec)
+    if user:
+        become_user(SANDBOX_UID)
     restrict(read_paths, [home, "/tmp"], spec.get("tcp_ports", []))
     os.chdir(home)
     allowed = set(spec.get("env_names", []))
