@@ -19,6 +19,8 @@ from agentworld.collect.episode import EpisodeSpec, run_episode
 class ChunkResult:
     records: list[str] = field(default_factory=list)
     """Trajectories in their JSON form, in episode order."""
+    files: dict[str, bytes] = field(default_factory=dict)
+    """Files the records name (screenshots), by path under the run's output folder."""
     failed: list[dict[str, Any]] = field(default_factory=list)
     """One entry per failed episode: id, domain, index, error."""
     seconds: float = 0.0
@@ -54,8 +56,10 @@ def run_chunk(
             except Exception as e:  # noqa: BLE001 - any failure is reported, never dropped
                 result.failed.append(failure(spec, describe(e)))
                 _forget_broken_resources(ws, spec.domain)
+                ws.take_artifacts()  # a failed episode's screenshots go with it
                 continue
             result.records.append(traj.to_json())
+            result.files.update(ws.take_artifacts())
     result.seconds = round(time.monotonic() - t0, 3)
     return result
 

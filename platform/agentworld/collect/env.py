@@ -22,6 +22,7 @@ from agentworld.schema import Outcome, ToolCall, Turn
 from agentworld.schema.chat import render_tool_call
 
 Script = Generator["Action", Turn, None]
+ARTIFACTS = "artifacts"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -87,6 +88,26 @@ class Workspace:
         os.makedirs(path)
         return path
 
+    def artifact_path(self, relative: str) -> str:
+        """Where to write a file that travels with the records (a screenshot): a record
+        names it by ``relative``, a path under the collect run's output folder."""
+        path = os.path.join(self.root, ARTIFACTS, relative)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        return path
+
+    def take_artifacts(self) -> dict[str, bytes]:
+        """The files written with artifact_path since the last call, by relative path;
+        they are removed here (the caller writes them beside the records)."""
+        base = os.path.join(self.root, ARTIFACTS)
+        out: dict[str, bytes] = {}
+        for folder, _, names in os.walk(base):
+            for name in names:
+                path = os.path.join(folder, name)
+                with open(path, "rb") as f:
+                    out[os.path.relpath(path, base)] = f.read()
+        shutil.rmtree(base, ignore_errors=True)
+        return dict(sorted(out.items()))
+
     def resource(self, key: str, factory: Callable[[], Any]) -> Any:
         if key not in self._resources:
             self._resources[key] = factory()
@@ -126,6 +147,8 @@ class Environment:
         self.config = workspace.config
         self.ended = False
         """True once the environment cannot take more actions (e.g. its shell was killed)."""
+        self.episode_id = ""
+        """The episode's id (set by run_episode before reset): names its artifacts."""
 
     def reset(self, task: Task) -> str:
         """Set up the initial state; return the environment text (tools, state, task)."""

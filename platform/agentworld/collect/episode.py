@@ -55,6 +55,7 @@ def run_episode(
     config = workspace.config
     task = draw_task(spec, config)
     env = make_environment(spec.domain, workspace)
+    env.episode_id = spec.id
     try:
         environment = env.reset(task)
         turns = _act(env, environment, task, policy, config.max_turns)

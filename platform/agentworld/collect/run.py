@@ -56,6 +56,8 @@ def collect(config: CollectConfig, out: str, **storage_options: Any) -> dict[str
     if already:
         say(f"[collect] resuming: {already} episodes already recorded under {out}")
     for k, result in run_chunks(todo, config, api_key):
+        for relative, data in result.files.items():  # before the shard that names them
+            write_bytes(join(out, relative), data, **storage_options)
         if result.records:
             write_jsonl(
                 join(out, shard_name(k)), (json.loads(r) for r in result.records), **storage_options
