@@ -30,6 +30,12 @@ FAILING = "cat /nonexistent-distill-probe"  # the action whose turn always gets 
 class Teacher(BaseHTTPRequestHandler):
     asked: Counter = Counter()
     delay_s = 0.3
+    hold_after = 4
+    """Requests past this many wait for ``gate``: the job stalls with that many turns
+    answered, however slowly the test's own polling runs on a loaded machine."""
+    gate = threading.Event()
+    lock = threading.Lock()
+    requests = 0
 
     def log_message(self, *args) -> None:  # quiet
         pass
@@ -49,7 +55,12 @@ class Teacher(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         prompt = body["messages"][-1]["content"]
         action = prompt.split("## Latest action\n", 1)[1].split("\n\n## Observation", 1)[0]
-        Teacher.asked[action] += 1
+        with Teacher.lock:
+            Teacher.asked[action] += 1
+            Teacher.requests += 1
+            held = Teacher.requests > Teacher.hold_after
+        if held:
+            Teacher.gate.wait(timeout=120)
         time.sleep(self.delay_s)
         if action == FAILING:
             self._send(500, {"error": {"message": "teacher overloaded", "type": "server_error"}})
@@ -63,11 +74,12 @@ class Teacher(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def teacher():
-    Teacher.asked = Counter()
+    Teacher.asked, Teacher.requests, Teacher.gate = Counter(), 0, threading.Event()
     server = ThreadingHTTPServer(("127.0.0.1", 0), Teacher)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    Teacher.gate.set()
     server.shutdown()
 
 
@@ -110,6 +122,7 @@ def test_distill_resumes_after_a_kill_writes_each_record_once_and_records_failur
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
+    Teacher.gate.set()  # the rerun is answered without holding
     answered_before = {
         json.loads(x)["key"] for x in journal.read_text().splitlines() if '"ok"' in x
     }
