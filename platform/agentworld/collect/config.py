@@ -8,11 +8,12 @@ from typing import Literal
 from agentworld.collect.domains import DOMAINS
 from agentworld.config import ConfigError
 
-CollectDomain = Literal["terminal", "mcp", "swe", "search", "web"]
+CollectDomain = Literal["terminal", "mcp", "swe", "search", "web", "os"]
 """The rows of collect.domains.DOMAINS, spelled out for type checkers."""
 RECORDED_DOMAINS: tuple[str, ...] = tuple(DOMAINS)
 DEFAULT_DOMAINS: tuple[str, ...] = ("terminal", "mcp", "swe", "search")
-"""Recorded by default: web needs a Chromium on the machine, so it is asked for by name."""
+"""Recorded by default: web needs a Chromium and os a desktop (Xvfb and applications) on
+the machine, so they are asked for by name."""
 MCP_SERVERS: tuple[str, ...] = ("time", "git")
 
 
@@ -46,6 +47,9 @@ class CollectConfig:
     """Characters of one web observation kept (URL, title, on-screen accessibility tree),
     cut at a line and marked: a page must fit the recipe's sequence with the environment
     text (2000 characters: about 700 tokens with a tokenizer trained on the corpus)."""
+    os_observation_cap: int = 2000
+    """Characters of one os observation kept (window title and on-screen accessibility
+    tree), cut at a line and marked, as web_observation_cap for the same reason."""
     max_file_bytes: int = 16 * 1024 * 1024
     """Largest file a sandboxed process may write."""
     mcp_servers: tuple[str, ...] = MCP_SERVERS
@@ -80,6 +84,7 @@ class CollectConfig:
             "interrupt_grace_s",
             "output_cap_bytes",
             "web_observation_cap",
+            "os_observation_cap",
             "max_file_bytes",
             "agent_timeout_s",
         ):
@@ -103,7 +108,7 @@ def _check_domains(domains: tuple[str, ...]) -> None:
             raise ConfigError(
                 "collect.domains",
                 f"{d!r} is not recorded here; recorded: {', '.join(RECORDED_DOMAINS)} "
-                "(android and os are ingested through adapters)",
+                "(android is ingested through adapters)",
             )
     if len(set(domains)) != len(domains):
         raise ConfigError("collect.domains", f"repeated domain in {list(domains)}")

@@ -73,6 +73,12 @@ DOMAINS: dict[str, Domain] = {
         playbooks="agentworld.collect.web.playbooks",
         instruction="Reply with exactly one browser action, e.g. click('12'), and nothing else.",
     ),
+    "os": Domain(
+        environment="agentworld.collect.os.env:OsEnvironment",
+        playbooks="agentworld.collect.os.playbooks",
+        instruction='Reply with exactly one desktop action, e.g. click(12) or type("hi"), '
+        "and nothing else.",
+    ),
 }
 """In the order the config lists them (``RECORDED_DOMAINS``)."""
 
