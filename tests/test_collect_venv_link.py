@@ -1,7 +1,8 @@
 """The sandboxed recorders when the interpreter's virtual environment is reached through
 a symlink (``.venv -> /some/other/place``, as tools that keep environments elsewhere
 make it): the link's own folder is not in the sandbox, so every path handed to it must
-be the resolved one. Runs a fresh interpreter through such a link."""
+be the resolved one. Runs a fresh interpreter through such a link, and the os domain
+from a checkout reached through one as well (its driver folder is bound inside)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from agentworld.collect.mcp.env import McpEnvironment
 from agentworld.collect.playbook import scripted
 from agentworld.collect.web import sites
 from agentworld.collect.web.env import DATASETTE_URL, WebEnvironment, web_action
+from agentworld.collect.os.env import OsEnvironment, os_action
 
 def task(**state):
     return Task(playbook="test", text="test", script=scripted([]), state=state)
@@ -41,15 +43,25 @@ with Workspace(CollectConfig(domains=("mcp", "web"))) as ws:
         out["web"] = turn.observation
     finally:
         web.close()
+    desktop = OsEnvironment(ws)
+    try:
+        desktop.reset(task(app="galculator"))
+        turn = desktop.step(os_action("type", text="6*7="))
+        out["os"] = turn.observation
+        out["os_driver"] = desktop.session.proc.args[-2]
+    finally:
+        desktop.close()
 print(json.dumps(out))
 """
 
 
-def test_mcp_and_web_episodes_record_with_the_venv_behind_a_symlink(tmp_path):
+def test_mcp_web_and_os_episodes_record_with_the_venv_behind_a_symlink(tmp_path):
     link = tmp_path / "tools" / ".venv"
     link.parent.mkdir()
     link.symlink_to(os.path.realpath(sys.prefix), target_is_directory=True)
-    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'platform'}:{ROOT}"}
+    checkout = tmp_path / "checkout"
+    checkout.symlink_to(ROOT, target_is_directory=True)
+    env = {**os.environ, "PYTHONPATH": f"{checkout / 'platform'}:{checkout}"}
     done = subprocess.run(
         [str(link / "bin" / "python"), "-c", EPISODES],
         env=env,
@@ -63,3 +75,5 @@ def test_mcp_and_web_episodes_record_with_the_venv_behind_a_symlink(tmp_path):
     assert out["prefix"] == str(link)  # the interpreter really ran through the link
     assert '"timezone": "UTC"' in out["mcp"] and '"datetime": "' in out["mcp"]
     assert out["web"].startswith("URL: ") and 'heading "' in out["web"]
+    assert out["os"].startswith("Window: galculator") and 'value="42"' in out["os"]
+    assert out["os_driver"].startswith(str(ROOT))  # the checkout's real path, not the link
