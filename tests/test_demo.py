@@ -84,7 +84,7 @@ def test_demo_runs_every_stage_from_a_relative_out(demo_run):
     verdict, agents, where = console.strip().splitlines()[-3:]
     assert re.match(r"\[demo\] The world model .* on \d of \d domains", verdict), verdict
     assert agents == "[demo] No agent stage in this run."
-    assert where == f"[demo] Report: {rel}/report/index.html", where
+    assert where == f"[demo] Report: {run}/report/index.html", where  # --out made absolute
 
 
 def test_demo_report_has_every_section(demo_run):
