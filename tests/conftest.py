@@ -170,11 +170,27 @@ SIM_KEYS = {
 SIM_TIMEOUT_S = 20  # limits.request_timeout_s: a 12-token step takes well under 1 s
 
 
-@pytest.fixture(scope="session")
-def sim_url(ray_cluster, tiny_checkpoint, tmp_path_factory):
+_SIM_APP: dict = {}
+"""The running simulator app (``url``, ``stop``), shared by consecutive modules."""
+
+
+@pytest.fixture(scope="module")
+def sim_url(request, ray_cluster, tiny_checkpoint, tmp_path_factory):
     """serve/sim_cpu.yaml deployed with the tiny checkpoint and the test teams (team-c
-    is rate limited hard), started once for every module that calls it (about 80 s on
-    an idle 2-core machine); yields the base URL."""
+    is rate limited hard); yields the base URL. Started once for the modules that use
+    it (about 80 s on an idle 2-core machine) and stopped after the last of them: the
+    app holds the cluster's CPUs, which the modules after it (Ray Train, RL) need."""
+    if not _SIM_APP:
+        _SIM_APP.update(_start_sim_app(ray_cluster, tiny_checkpoint, tmp_path_factory))
+    yield _SIM_APP["url"]
+    items = request.session.items
+    last = max(i for i, item in enumerate(items) if item.module is request.module)
+    if not any("sim_url" in item.fixturenames for item in items[last + 1 :]):
+        _SIM_APP.pop("stop")()
+        _SIM_APP.clear()
+
+
+def _start_sim_app(ray_cluster, tiny_checkpoint, tmp_path_factory) -> dict:
     from ray import serve
 
     from agentworld.sim.placement.app import build_app
@@ -202,7 +218,11 @@ def sim_url(ray_cluster, tiny_checkpoint, tmp_path_factory):
         port = s.getsockname()[1]
     serve.start(http_options={"host": "127.0.0.1", "port": port})
     serve.run(build_app(args), name=app_config["name"], route_prefix=app_config["route_prefix"])
-    yield f"http://127.0.0.1:{port}"
-    serve.delete(app_config["name"])
-    serve.shutdown()
-    ray_cluster.kill(ray_cluster.get_actor(args["store_name"], namespace=args["store_namespace"]))
+
+    def stop() -> None:
+        serve.delete(app_config["name"])
+        serve.shutdown()
+        store = ray_cluster.get_actor(args["store_name"], namespace=args["store_namespace"])
+        ray_cluster.kill(store)
+
+    return {"url": f"http://127.0.0.1:{port}", "stop": stop}
