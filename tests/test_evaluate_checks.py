@@ -10,7 +10,17 @@ import json
 
 import pytest
 
-from agentworld.evaluate.checks import CHECKS, mcp, run_checks, search, swe, terminal, ui, web
+from agentworld.evaluate.checks import (
+    CHECKS,
+    desktop,
+    mcp,
+    run_checks,
+    search,
+    swe,
+    terminal,
+    ui,
+    web,
+)
 from agentworld.evaluate.score import add_baselines, summarize
 
 PROMPT = "agent@ip-10-0-3-17:~/work$ "
@@ -191,7 +201,50 @@ def test_ui_element_list_parses_where_the_real_one_does():
     assert ui.ui_elements_parse(ELEMENTS.replace("1080, 2400]", "1080, 2400"), ELEMENTS) is False
     assert ui.ui_elements_parse("A clock app is open.", ELEMENTS) is False
     assert ui.ui_elements_parse(ELEMENTS, "A desktop with two windows.") is None
-    assert run_checks("os", ELEMENTS, ELEMENTS) == {"ui_elements_parse": True}
+    assert run_checks("os", ELEMENTS, ELEMENTS) == {
+        "ui_elements_parse": True,
+        "desktop_tree_wellformed": None,
+        "window_title": None,
+    }
+
+
+SCREEN = "\n".join(
+    [
+        "Window: ~/Documents/list-77.txt - Mousepad",
+        '[1] frame "~/Documents/list-77.txt - Mousepad", active',
+        '  menus: [5] "File", [6] "Edit", [7] "Search"',
+        "  [13] page-tab, selected",
+        '    [15] text, focused, editable, value="Xenon raven\\napple"',
+        '  [16] spin-button "Size", value=12',
+        "[observation truncated: 4 more lines]",
+    ]
+)
+"""A screen as ``agentworld.collect.os`` records it (taken from a recorded episode)."""
+
+
+def test_desktop_screen_parses_and_keeps_the_real_window():
+    assert desktop.desktop_tree_wellformed(SCREEN, SCREEN) is True
+    assert desktop.window_title(SCREEN, SCREEN) is True
+    broken = {
+        "an id twice": SCREEN.replace("[16]", "[5]"),
+        "an id twice in a row": SCREEN.replace("[6]", "[5]"),
+        "prose among the elements": SCREEN + "\nThe editor shows a list.",
+        "a level skipped": SCREEN.replace("  [13] page-tab", "      [13] page-tab"),
+        "no window line": SCREEN.split("\n", 1)[1],
+        "a state that is not a word": SCREEN.replace(", selected", ", selected!"),
+        "an unclosed name": SCREEN.replace('"Size"', '"Size'),
+    }
+    for what, predicted in broken.items():
+        assert desktop.desktop_tree_wellformed(predicted, SCREEN) is False, what
+    other = SCREEN.replace("Window: ~/Documents/list-77.txt", "Window: ~/notes.txt")
+    assert desktop.window_title(other, SCREEN) is False
+    assert desktop.desktop_tree_wellformed(SCREEN, "A desktop with two windows.") is None
+    assert desktop.window_title(SCREEN, ELEMENTS) is None
+    assert run_checks("os", SCREEN, SCREEN) == {
+        "ui_elements_parse": None,  # the ingested format's check leaves recorded screens
+        "desktop_tree_wellformed": True,
+        "window_title": True,
+    }
 
 
 def _row(key: str, domain: str, prediction: str, reference: str) -> dict:

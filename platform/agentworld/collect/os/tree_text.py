@@ -180,6 +180,8 @@ def format_observation(title: str, tree: str, error: str | None, cap: int) -> tu
 
 _LINE = re.compile(r'^\s*\[(\d+)\] ([a-z][a-z-]*)(?: ("(?:[^"\\]|\\.)*"))?(.*)$')
 _ROW = re.compile(r"^\s*([a-z][a-z-]*)s: (.*)$")
+_REST = re.compile(r'^(?:, (?:[a-z]+|value=(?:"(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?)))*$')
+"""What follows an element's name: its states and value, as ``_build`` writes them."""
 _ITEM = re.compile(r'\[(\d+)\] ("(?:[^"\\]|\\.)*")(?: \(([^)]*)\))?')
 
 
@@ -197,6 +199,21 @@ def elements(observation: str) -> list[tuple[int, str, str, str]]:
             for item in _ITEM.finditer(m[2]):
                 out.append((int(item[1]), m[1], json.loads(item[2]), item[3] or ""))
     return out
+
+
+def line_ids(line: str) -> list[int]:
+    """The ids of the elements one tree line shows (several on a row), or [] when the
+    line is not an element or a row."""
+    m = _LINE.match(line)
+    if m:
+        return [int(m[1])] if _REST.match(m[4]) else []
+    m = _ROW.match(line)
+    if not m:
+        return []
+    items = list(_ITEM.finditer(m[2]))
+    if not items or ", ".join(i[0] for i in items) != m[2].strip():
+        return []
+    return [int(i[1]) for i in items]
 
 
 def find(observation: str, role: str, name: str | None = None, *, has: str = "") -> int | None:

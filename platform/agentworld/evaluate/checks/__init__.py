@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from agentworld.evaluate.checks import mcp, search, swe, terminal, ui, web
+from agentworld.evaluate.checks import desktop, mcp, search, swe, terminal, ui, web
 
 Check = Callable[[str, str], bool | None]
 
@@ -34,7 +34,11 @@ CHECKS: dict[str, dict[str, Check]] = {
     },
     "web": {"axtree_wellformed": web.axtree_wellformed, "url_title": web.url_title},
     "android": {"ui_elements_parse": ui.ui_elements_parse},
-    "os": {"ui_elements_parse": ui.ui_elements_parse},
+    "os": {
+        "ui_elements_parse": desktop.ingested_elements_parse,
+        "desktop_tree_wellformed": desktop.desktop_tree_wellformed,
+        "window_title": desktop.window_title,
+    },
 }
 """domain -> {check name: check}; a domain not listed (a custom one) has none."""
 
