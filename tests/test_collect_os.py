@@ -396,15 +396,26 @@ def test_prepare_keeps_every_os_sample_at_the_demo_recipe(
 
 def test_the_simulator_and_the_agent_stage_take_os(os_records):
     from agentworld.agent.envs import canonical_action
-    from agentworld.sim.prompt import resolve_domain, system_text
+    from agentworld.schema import predict_turn_messages
+    from agentworld.sim.errors import SimError
+    from agentworld.sim.prompt import resolve_domain, step_messages, system_text
     from agentworld.sim.protocol import EnvironmentSpec
 
-    traj, _ = os_records["os/calculator"]
     assert resolve_domain("os") == "os"
-    assert system_text(EnvironmentSpec(domain="os", environment=traj.environment)).startswith(
-        traj.environment
-    )
-    assert canonical_action("os", traj.turns[0].action) == traj.turns[0].action
+    with pytest.raises(SimError):
+        resolve_domain("desktop")  # the check can fail: an unregistered domain is a 422
+    for name, (traj, _) in os_records.items():
+        # A session of the simulator API prompts as training did, turn after turn.
+        system = system_text(EnvironmentSpec(domain="os", environment=traj.environment))
+        turns = [{"action": t.action, "observation": t.observation} for t in traj.turns]
+        for k in range(1, len(turns) + 1):
+            messages = step_messages(system, turns[: k - 1], turns[k - 1]["action"])
+            assert messages == predict_turn_messages(traj, k), (name, k)
+        # The agent stage reads an agent's os action as the record writes it.
+        for turn in traj.turns:
+            assert canonical_action("os", turn.action) == turn.action, name
+    assert canonical_action("os", 'I will save it.\nhotkey( "ctrl","s" )') == 'hotkey("ctrl", "s")'
+    assert canonical_action("os", "click(12)\nthen type") == "click(12)"
 
 
 def test_without_a_desktop_os_fails_clearly_and_other_domains_record(monkeypatch, tmp_path):

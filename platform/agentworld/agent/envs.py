@@ -26,6 +26,7 @@ from agentworld.agent.world import ConsistentWorld, SimRequest
 from agentworld.collect.config import CollectConfig
 from agentworld.collect.env import Task as CollectTask
 from agentworld.collect.env import Workspace, parse_tool_call
+from agentworld.collect.os import actions as os_actions
 from agentworld.collect.episode import make_environment
 from agentworld.collect.shell import SessionDead
 from agentworld.collect.terminal.env import first_command
@@ -48,7 +49,11 @@ def parse_answer(action: str) -> str | None:
 def canonical_action(domain: str, text: str) -> str:
     """The action as the collectors record it: a command line, or a rendered tool call."""
 
-    return first_command(text) if domain == "terminal" else parse_tool_call(text).text
+    if domain == "terminal":
+        return first_command(text)
+    if domain == "os":
+        return os_actions.canonical_action(text)
+    return parse_tool_call(text).text
 
 
 class AgentEnv:

@@ -71,6 +71,19 @@ def parse_action(text: str) -> tuple[str, dict[str, object]]:
     return name, {p: _typed(name, p, v) for p, v in zip(params, values, strict=True)}
 
 
+def canonical_action(text: str) -> str:
+    """The action an agent's text takes, as the record writes it: the last line that is
+    one call of the action space, rendered canonically (``click( 12 )`` ->
+    ``click(12)``); the text stripped when no line is one."""
+    for line in reversed(text.strip().splitlines()):
+        try:
+            name, arguments = parse_action(line)
+        except ActionError:
+            continue
+        return render_action(name, **arguments)
+    return text.strip()
+
+
 def _typed(name: str, param: str, value: object) -> object:
     if param in _TEXT:
         if not isinstance(value, str):
