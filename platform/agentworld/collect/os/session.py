@@ -1,18 +1,16 @@
 """The sandboxed desktop of one episode, seen from the host: the driver process (X
-server, buses, window manager and applications inside one sandbox), spoken to over
-JSON lines with a time limit on every answer, and killed with everything it started
-when the episode ends or stops answering."""
+server, buses, window manager and applications inside one sandbox; a
+``DriverProcess``), and what the desktop needs from the machine."""
 
 from __future__ import annotations
 
 import json
 import os
-import selectors
 import shutil
 import subprocess
-import time
 from typing import Any
 
+from agentworld.collect.driver_process import DriverProcess
 from agentworld.collect.sandbox import SandboxSpec, base_env, sandbox_command
 
 OS_DIR = os.path.dirname(os.path.realpath(__file__))
@@ -72,81 +70,18 @@ def desktop_spec(
     )
 
 
-class DesktopSession:
+class DesktopSession(DriverProcess):
     """One episode's desktop: started with its applications, closed with the episode."""
+
+    what = "the desktop"
+    timeout_error = DesktopTimeout
 
     def __init__(self, spec: SandboxSpec, config: dict[str, Any], *, timeout_s: float) -> None:
         self.timeout_s = timeout_s
         program = [SYSTEM_PYTHON, "-E", "-s", os.path.join(OS_DIR, "driver.py"), json.dumps(config)]
-        argv = sandbox_command(spec, program)
-        self._stderr = open(spec.work_dir.rstrip("/") + ".driver-stderr", "w+")  # noqa: SIM115
-        self.proc = subprocess.Popen(
-            argv,
-            env=base_env(spec.env),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._stderr,
+        super().__init__(
+            sandbox_command(spec, program),
+            base_env(spec.env),
+            spec.work_dir.rstrip("/") + ".driver-stderr",
+            start_timeout_s=START_TIMEOUT_S,
         )
-        self._buf = b""
-        try:
-            self.first = self._read(START_TIMEOUT_S)
-        except BaseException:
-            self.kill()
-            raise
-        if not self.first.get("ready"):
-            self.kill()
-            raise RuntimeError(f"the desktop did not start: {self.first.get('fatal', self.first)}")
-
-    def request(self, message: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-        assert self.proc.stdin is not None
-        try:
-            self.proc.stdin.write((json.dumps(message) + "\n").encode())
-            self.proc.stdin.flush()
-        except BrokenPipeError:
-            raise RuntimeError(f"the desktop driver exited: {self._stderr_tail()}") from None
-        answer = self._read(timeout_s)
-        if "fatal" in answer:
-            raise RuntimeError(f"the desktop driver failed: {answer['fatal']}")
-        return answer
-
-    def _read(self, timeout_s: float) -> dict[str, Any]:
-        assert self.proc.stdout is not None
-        fd = self.proc.stdout.fileno()
-        deadline = time.monotonic() + timeout_s
-        with selectors.DefaultSelector() as sel:
-            sel.register(fd, selectors.EVENT_READ)
-            while b"\n" not in self._buf:
-                left = deadline - time.monotonic()
-                if left <= 0 or not sel.select(left):
-                    self.kill()
-                    raise DesktopTimeout(f"the desktop did not answer within {timeout_s:g}s")
-                chunk = os.read(fd, 1 << 20)
-                if not chunk:
-                    raise RuntimeError(f"the desktop driver exited: {self._stderr_tail()}")
-                self._buf += chunk
-        line, _, self._buf = self._buf.partition(b"\n")
-        return json.loads(line)
-
-    def _stderr_tail(self) -> str:
-        self._stderr.flush()
-        self._stderr.seek(0)
-        return " | ".join(self._stderr.read().strip().splitlines()[-5:])[-1500:]
-
-    def kill(self) -> None:
-        """SIGKILL the sandbox: its init dies, and the kernel ends every process of its
-        PID namespace with it (a hung or runaway application included)."""
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
-
-    def close(self) -> None:
-        try:
-            if self.proc.poll() is None and self.proc.stdin is not None:
-                self.proc.stdin.write(b'{"op": "close"}\n')
-                self.proc.stdin.flush()
-                self.proc.wait(timeout=5)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-        finally:
-            self.kill()
-            self._stderr.close()

@@ -1,7 +1,6 @@
 """The sandboxed browser driver process, seen from the host: started once per
-workspace (Chromium and the applications' server inside one sandbox), spoken to over
-JSON lines with a time limit on every answer, killed with its whole tree when it does
-not answer."""
+workspace (Chromium and the applications' server inside one sandbox; a
+``DriverProcess``), and where the browser comes from."""
 
 from __future__ import annotations
 
@@ -10,12 +9,9 @@ import glob
 import importlib.util
 import json
 import os
-import selectors
 import shutil
-import subprocess
-import time
-from typing import Any
 
+from agentworld.collect.driver_process import DriverProcess
 from agentworld.collect.sandbox import (
     SandboxSpec,
     base_env,
@@ -76,8 +72,12 @@ class BrowserTimeout(RuntimeError):
     pass
 
 
-class BrowserSession:
+class BrowserSession(DriverProcess):
     """The sandboxed driver process: applications and browser, answering JSON lines."""
+
+    what = "the browser"
+    timeout_error = BrowserTimeout
+    close_wait_s = 15.0
 
     def __init__(self, home: str, *, timeout_s: float, max_file_bytes: int) -> None:
         executable = find_browser()
@@ -104,72 +104,14 @@ class BrowserSession:
         argv = sandbox_command(
             spec, [sandbox_python(), os.path.join(WEB_DIR, "driver.py"), json.dumps(config)]
         )
-        self._stderr = open(os.path.join(home, ".driver-stderr.log"), "w+")  # noqa: SIM115
-        self.proc = subprocess.Popen(
-            argv, env=base_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr
-        )
-        self._buf = b""
         self.episodes = 0
-        try:
-            self.info = self._read(START_TIMEOUT_S)
-        except BaseException:
-            self.kill()
-            raise
-        if not self.info.get("ready"):
-            self.kill()
-            raise RuntimeError(f"the browser driver did not start: {self.info}")
-
-    def request(self, message: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-        assert self.proc.stdin is not None
-        try:
-            self.proc.stdin.write((json.dumps(message) + "\n").encode())
-            self.proc.stdin.flush()
-        except BrokenPipeError:
-            raise RuntimeError(f"the browser driver exited: {self._stderr_tail()}") from None
-        answer = self._read(timeout_s)
-        if "fatal" in answer:
-            raise RuntimeError(f"the browser driver failed: {answer['fatal']}")
-        return answer
-
-    def _read(self, timeout_s: float) -> dict[str, Any]:
-        assert self.proc.stdout is not None
-        fd = self.proc.stdout.fileno()
-        deadline = time.monotonic() + timeout_s
-        with selectors.DefaultSelector() as sel:
-            sel.register(fd, selectors.EVENT_READ)
-            while b"\n" not in self._buf:
-                left = deadline - time.monotonic()
-                if left <= 0 or not sel.select(left):
-                    self.kill()
-                    raise BrowserTimeout(f"the browser did not answer within {timeout_s:g}s")
-                chunk = os.read(fd, 1 << 20)
-                if not chunk:
-                    raise RuntimeError(f"the browser driver exited: {self._stderr_tail()}")
-                self._buf += chunk
-        line, _, self._buf = self._buf.partition(b"\n")
-        return json.loads(line)
-
-    def _stderr_tail(self) -> str:
-        self._stderr.flush()
-        self._stderr.seek(0)
-        return " | ".join(self._stderr.read().strip().splitlines()[-5:])[-1500:]
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
-
-    def close(self) -> None:
-        try:
-            if self.proc.poll() is None and self.proc.stdin is not None:
-                self.proc.stdin.write(b'{"op": "close"}\n')
-                self.proc.stdin.flush()
-                self.proc.wait(timeout=15)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-        finally:
-            self.kill()
-            self._stderr.close()
+        super().__init__(
+            argv,
+            base_env(),
+            os.path.join(home, ".driver-stderr.log"),
+            start_timeout_s=START_TIMEOUT_S,
+        )
+        self.info = self.first
 
 
 def _browser_limits() -> dict[str, int]:
