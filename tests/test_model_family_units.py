@@ -235,6 +235,8 @@ def test_each_member_trains_and_exports_as_itself(family, checkpoints, tok, tmp_
             return set(f.keys())
 
     assert names(export) == names(original)
+    config = [json.load(open(f"{path}/config.json")) for path in (export, original)]
+    assert config[0] == config[1]  # red before: a dense export gained output_router_logits
     loaded = AutoModelForCausalLM.from_pretrained(export, dtype=torch.float32)
     assert type(loaded) is type(model)
     trained = dict(model.named_parameters())

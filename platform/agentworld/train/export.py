@@ -92,7 +92,8 @@ def export_hf(
         return None
     config = module.config.__class__.from_dict(module.config.to_dict())
     config.use_cache = True
-    config.output_router_logits = False
+    if hasattr(config, "output_router_logits"):  # MoE only: a dense config keeps its keys
+        config.output_router_logits = False
     with torch.device("meta"):
         hf = AutoModelForCausalLM.from_config(config, dtype=next(iter(state.values())).dtype)
     hf.load_state_dict(state, strict=True, assign=True)
