@@ -5,14 +5,16 @@ state) -> a score. Plain functions; the real sandbox is reached only through the
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from agentworld.agent.table_metrics import norm_cell, score_table
 from agentworld.agent.tasks import Task
+from agentworld.evaluate.checks.search import result_ids
 
 _DOC_ID = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 _HHMM = re.compile(r"\b(\d{1,2}):(\d{2})\b")
+_RESULT_NUMBER = re.compile(r"\[?#?(\d{1,2})\]?\.?")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -38,6 +40,32 @@ def doc_id_of(answer: str) -> str:
     """The first dotted identifier of an answer: '`json.loads()` does it' -> 'json.loads'."""
     m = _DOC_ID.search(answer.replace("`", " "))
     return m.group(0) if m else ""
+
+
+def shown_results(history: Sequence[tuple[str, str]]) -> list[str]:
+    """The document ids of the last result list (or opened document) the environment
+    showed, in their numbered order."""
+    for _, observation in reversed(history):
+        ids = result_ids(observation or "")
+        if ids:
+            return ids
+    return []
+
+
+def resolve_result_number(
+    task: Task, answer: str | None, history: Sequence[tuple[str, str]]
+) -> str | None:
+    """A search answer given as a result number ("2", "[2]", "#2") -> the id of that
+    result in the last list the environment showed the agent, as a person picks a
+    result by its number. Out of range, or no list shown: the answer stays as given
+    (and fails the id check); other families and answers are unchanged."""
+    if task.family != "search" or answer is None:
+        return answer
+    m = _RESULT_NUMBER.fullmatch(answer.strip())
+    if not m:
+        return answer
+    ids, n = shown_results(history), int(m.group(1))
+    return ids[n - 1] if 1 <= n <= len(ids) else answer
 
 
 def _binary(ok: bool, detail: str) -> Score:

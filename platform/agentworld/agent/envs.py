@@ -19,15 +19,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from agentworld.agent.checkers import Score, check_answer, check_real
+from agentworld.agent.checkers import Score, check_answer, check_real, resolve_result_number
 from agentworld.agent.config import LimitsConfig, SimConfig
 from agentworld.agent.tasks import ANSWER_PREFIX, Task
 from agentworld.agent.world import ConsistentWorld, SimRequest
 from agentworld.collect.config import CollectConfig
 from agentworld.collect.env import Task as CollectTask
 from agentworld.collect.env import Workspace, parse_tool_call
-from agentworld.collect.os import actions as os_actions
 from agentworld.collect.episode import make_environment
+from agentworld.collect.os import actions as os_actions
 from agentworld.collect.shell import SessionDead
 from agentworld.collect.terminal.env import first_command
 
@@ -84,7 +84,8 @@ class AgentEnv:
         self.turn += 1
         answer = parse_answer(action)
         if answer is not None:
-            return self._end("answer", answer, terminated=True)
+            resolved = resolve_result_number(self.task, answer, self.history)
+            return self._end("answer", resolved, terminated=True)
         observation, info = self._observe(action)
         self.history.append((info.get("action", action), observation))
         self.tokens += self.count_tokens(action) + self.count_tokens(observation)

@@ -13,6 +13,7 @@ reference facts, perturbations and an oracle solution; a stable held-out split.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import random
@@ -25,7 +26,7 @@ from agentworld.collect.env import Action
 from agentworld.collect.mcp.playbooks import ZONES, _repo
 from agentworld.collect.playbook import words
 from agentworld.collect.sandbox import SANDBOX_HOME
-from agentworld.collect.search.env import CORPUS_MODULES, load_corpus
+from agentworld.collect.search.env import CORPUS_MODULES, get_index, load_corpus
 
 
 def tool(name: str, **arguments) -> str:
@@ -50,24 +51,47 @@ def _perturb(rng: random.Random, tool_name: str | None, *, paged: bool) -> dict:
     return {"hide_fields": ["score"]}
 
 
+@functools.cache
+def _search_targets() -> tuple:
+    return tuple(d for d in load_corpus() if d.kind != "module" and len(_first_line(d.text)) > 30)
+
+
+def short_query(description: str, target: str) -> tuple[str, int]:
+    """The shortest prefix of the description's words (from 4) that the real index
+    ranks the target first for, and 1; else the whole description and the target's
+    rank in its top 5 (0 when absent). How a searching agent writes a query."""
+    index, tokens = get_index(), description.split()
+    for n in (4, 6, 8, 12):
+        query = " ".join(tokens[:n])
+        hits = index.search(query, 5)
+        if hits and hits[0][0].id == target:
+            return query, 1
+    ranked = [d.id for d, _ in index.search(description, 5)]
+    return description, ranked.index(target) + 1 if target in ranked else 0
+
+
 def search_task(rng: random.Random, index: int, seed: int) -> Task:
-    docs = [d for d in load_corpus() if d.kind != "module" and len(_first_line(d.text)) > 30]
-    target = rng.choice(docs)
+    target = rng.choice(_search_targets())
     description = _first_line(target.text)[:160]
+    query, rank = short_query(description, target.id)
+    # The answer names the document by its result number where the search shows it
+    # (resolved against what the environment showed: ``envs.resolve_result_number``).
+    final = str(rank) if rank else target.id
     return Task(
         id=f"search-s{seed}-{index:04d}",
         family="search",
-        prompt=f"Find the standard-library object described as: {description} Answer with its id.",
+        prompt=f"Find the standard-library object described as: {description} Answer with its id or its result number.",
         answer=target.id,
         facts=(
             f"The document {target.id} ({target.kind}) is the best match for the description.",
             f"{target.id}: {description}",
         ),
         perturbations=_perturb(rng, "search", paged=True),
-        solution=(tool("search", query=description, k=3), f"{ANSWER_PREFIX} {target.id}"),
+        solution=(tool("search", query=query, k=5), f"{ANSWER_PREFIX} {final}"),
     )
 
 
+@functools.cache
 def module_tables() -> dict[str, list[tuple[str, str, str]]]:
     """module -> [(name, kind, documented_methods)] for modules with 2-6 members."""
 
@@ -125,34 +149,52 @@ def table_task(rng: random.Random, index: int, seed: int) -> Task:
     )
 
 
+TERMINAL_FILES = ("data.csv", "sales.csv", "scores.csv", "stock.csv", "visits.csv")
+TERMINAL_COLUMNS = ("count", "score", "price", "qty", "visits")
+
+
+def _terminal_question(rng: random.Random, col: str, f: str, names, values) -> tuple[str, str, str]:
+    """(question, gold answer, oracle command) of one of six kinds; thresholds are drawn
+    so that held-out tasks need the prompt's number copied, not remembered."""
+    kind = rng.choice(["above", "below", "sum", "max", "min", "rows"])
+    if kind in ("above", "below"):
+        t = rng.randint(5, 55)
+        op = ">" if kind == "above" else "<"
+        n = sum(v > t if kind == "above" else v < t for v in values)
+        command = f"awk -F, 'NR>1 && $2{op}{t}' {f} | wc -l > answer.txt"
+        return f"How many rows have a {col} {kind} {t}?", str(n), command
+    if kind == "sum":
+        command = f"awk -F, 'NR>1 {{s+=$2}} END {{print s}}' {f} > answer.txt"
+        return f"What is the total of the {col} column?", str(sum(values)), command
+    if kind == "rows":
+        command = f"tail -n +2 {f} | wc -l > answer.txt"
+        return "How many data rows are there (not counting the header)?", str(len(names)), command
+    best = max(values) if kind == "max" else min(values)
+    order = "-nr" if kind == "max" else "-n"
+    command = f"tail -n +2 {f} | sort -t, -k2 {order} -s | head -n 1 | cut -d, -f1 > answer.txt"
+    word = "largest" if kind == "max" else "smallest"
+    question = f"Which name has the {word} {col} (the first one on a tie)?"
+    return question, names[values.index(best)], command
+
+
 def terminal_task(rng: random.Random, index: int, seed: int) -> Task:
-    names = sorted(set(words(rng, rng.randint(5, 8))))
-    counts = [rng.randint(1, 60) for _ in names]
-    data = "name,count\n" + "".join(f"{n},{c}\n" for n, c in zip(names, counts, strict=True))
-    kind = rng.choice(["above", "sum", "max"])
-    if kind == "above":
-        t = rng.choice([10, 20, 30])
-        question, answer = f"How many rows have a count above {t}?", str(sum(c > t for c in counts))
-        command = f"awk -F, 'NR>1 && $2>{t}' data.csv | wc -l > answer.txt"
-    elif kind == "sum":
-        question, answer = "What is the total of the count column?", str(sum(counts))
-        command = "awk -F, 'NR>1 {s+=$2} END {print s}' data.csv > answer.txt"
-    else:
-        question = "Which name has the largest count (the first one on a tie)?"
-        answer = names[counts.index(max(counts))]
-        command = "tail -n +2 data.csv | sort -t, -k2 -nr -s | head -n 1 | cut -d, -f1 > answer.txt"
+    f, col = rng.choice(TERMINAL_FILES), rng.choice(TERMINAL_COLUMNS)
+    names = sorted(set(words(rng, rng.randint(5, 9))))
+    values = [rng.randint(1, 60) for _ in names]
+    data = f"name,{col}\n" + "".join(f"{n},{v}\n" for n, v in zip(names, values, strict=True))
+    question, answer, command = _terminal_question(rng, col, f, names, values)
     return Task(
         id=f"terminal-s{seed}-{index:04d}",
         family="terminal",
-        prompt=f"data.csv lists names and counts. {question} Write the answer to answer.txt, then reply with it.",
+        prompt=f"{f} lists names and their {col}. {question} Write the answer to answer.txt, then reply with it.",
         answer=answer,
         checks=({"command": "cat answer.txt", "expect": answer},),
         facts=(
-            f"{SANDBOX_HOME}/data.csv contains exactly:\n{data.rstrip()}",
+            f"{SANDBOX_HOME}/{f} contains exactly:\n{data.rstrip()}",
             f"The answer to the question is {answer}.",
         ),
         perturbations=_perturb(rng, None, paged=False),
-        state={"files": {"data.csv": data}},
+        state={"files": {f: data}},
         solution=(command, "cat answer.txt", f"{ANSWER_PREFIX} {answer}"),
     )
 
@@ -205,15 +247,29 @@ def _tool_name(action: str) -> str:
     return json.loads(action)["name"]
 
 
-def held_out(task_id: str, fraction: float) -> bool:
-    h = int(hashlib.sha256(task_id.encode()).hexdigest()[:8], 16)
+def held_out(key: str, fraction: float) -> bool:
+    h = int(hashlib.sha256(key.encode()).hexdigest()[:8], 16)
     return h / 0xFFFFFFFF < fraction
 
 
-def _split(tasks: list[Task], fraction: float) -> list[Task]:
-    """Held-out by hash; at least one task of the family on each side."""
+def split_key(task: Task) -> str:
+    """What the held-out hash reads: the target for search (the document) and table
+    (the module) tasks, so that no target is on both sides and a held-out task cannot
+    be solved by remembering a training one; the id for the others (their data are
+    drawn per task)."""
+    if task.family == "search":
+        return f"search:{task.answer}"
+    if task.family == "table":
+        return f"table:{task.prompt}"  # the prompt names the module and nothing else varies
+    return task.id
 
-    flags = [held_out(t.id, fraction) for t in tasks]
+
+def _split(tasks: list[Task], fraction: float) -> list[Task]:
+    """Held-out by a hash of each task's ``split_key``: a task's side does not depend
+    on how many tasks were generated. Only a set so small that the hash puts every
+    task on one side gets one task moved (the last to eval, or the first to train)."""
+
+    flags = [held_out(split_key(t), fraction) for t in tasks]
     if not any(flags):
         flags[-1] = True
     if all(flags):
