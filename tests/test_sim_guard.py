@@ -64,3 +64,13 @@ def test_metrics_failures_are_counted_and_logged_once(caplog):
     assert guard.metric_errors == 4
     warnings = [r for r in caplog.records if "metrics are not recorded" in r.getMessage()]
     assert len(warnings) == 1 and warnings[0].exc_info is not None
+
+
+def test_a_route_prefix_is_guarded_like_the_root():
+    """Serve mounts an app under its route prefix as the scope's root_path: the key is
+    checked there too (a Serve config may give the simulator any prefix)."""
+    guard, reached = _guarded()
+    client = TestClient(guard, root_path="/sim")
+    assert client.get("/sim/v1/echo").status_code == 401
+    assert client.get("/sim/v1/echo", headers=KEY).json() == {"ok": True}
+    assert reached == ["team-a"]

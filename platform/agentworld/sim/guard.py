@@ -41,7 +41,9 @@ class Guard:
         """Requests whose metrics could not be recorded (the first one is logged)."""
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or not scope["path"].startswith("/v1/"):
+        # Under a Serve route prefix the path starts with it (the scope's root_path).
+        path = scope.get("path", "").removeprefix(scope.get("root_path") or "")
+        if scope["type"] != "http" or not path.startswith("/v1/"):
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
@@ -65,7 +67,7 @@ class Guard:
                 _force_json(scope)
             await self.app(scope, _replay(body, receive), send_and_record)
         finally:
-            self._record(scope["path"], team, status["code"], time.perf_counter() - started)
+            self._record(path, team, status["code"], time.perf_counter() - started)
 
     def _team(self, scope: dict) -> str:
         if self._ring is None:
