@@ -8,7 +8,8 @@ world model as an engine: in-process vLLM, the Serve API, group-consistent cache
 ``policy`` (the agent's prompt and token transcript), ``episodes`` (lockstep
 rollouts, replays), ``demos`` (demonstration fitting), ``grpo`` (multi-turn GRPO on
 ``agentworld.rl``'s workers), ``probes`` (injection probes), ``measures`` (summaries,
-WM2Real, steps/s), ``report``, ``placement`` (Ray), ``run`` (the driver).
+WM2Real, steps/s), ``intervals`` (bootstrap intervals on the held-out tasks and the
+paired comparisons), ``report``, ``placement`` (Ray), ``run`` (the driver).
 Nothing heavy is imported here.
 """
 

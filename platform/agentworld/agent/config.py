@@ -165,6 +165,9 @@ class AgentConfig:
     demo_batch: int = 8
     demo_max_tokens: int = 2048
     """Demonstrations are cut to this many tokens."""
+    nll_tasks: int = 32
+    """Held-out tasks whose oracle actions' NLL the report gives per agent (the
+    warm-start measure that shows a difference where success is low)."""
     eval_temperature: float = 0.0
     """Sampling temperature of the agent at evaluation (0: greedy)."""
     concurrency: int = 4
@@ -188,6 +191,7 @@ class AgentConfig:
             "agent",
             demo_batch=self.demo_batch,
             demo_max_tokens=self.demo_max_tokens,
+            nll_tasks=self.nll_tasks,
             concurrency=self.concurrency,
             speed_steps=self.speed_steps,
         )

@@ -11,11 +11,13 @@ so no second training loop is needed, at any scale the learner runs at.
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Iterable, Sequence
 
 import numpy as np
 
 from agentworld.agent.policy import INSTRUCTIONS, Renderer, Transcript
+from agentworld.console import say
 from agentworld.rl.learner import TrainBatch
 
 
@@ -95,10 +97,13 @@ def fit_demonstrations(
     returns the learner's statistics per step."""
     rng = random.Random(f"agentworld-demos:{seed}")
     out = []
-    for _ in range(steps):
+    t0 = time.perf_counter()
+    for step in range(steps):
         picked = [transcripts[rng.randrange(len(transcripts))] for _ in range(batch)]
         batch_rows = transcripts_batch(picked, [1.0] * batch, pad_id=pad_id, max_tokens=max_tokens)
         out.append(learners.train_step(batch_rows))
+        if (step + 1) % max(steps // 5, 1) == 0:
+            say(f"[agent] demonstrations {step + 1}/{steps} ({time.perf_counter() - t0:.0f}s)")
     return out
 
 

@@ -10,6 +10,7 @@ import os
 import tempfile
 from typing import Any
 
+from agentworld.agent.intervals import comparison_lines, interval_text
 from agentworld.io import join, write_bytes
 from agentworld.io.storage import copy_local_dir_to
 
@@ -80,6 +81,17 @@ def markdown(report: dict[str, Any]) -> str:
         "## Agents on held-out tasks (real environment)",
         "",
         *_agents_table(report["agents"]),
+        "",
+        "## Comparisons (paired by task, 95% bootstrap interval)",
+        "",
+        *(comparison_lines(report) or ["- only one agent ran"]),
+        "",
+        "Success per agent and family with its interval: "
+        + "; ".join(
+            f"{name} {family} {interval_text(e['success'])}"
+            for name, fams in report.get("intervals", {}).items()
+            for family, e in fams.items()
+        ),
         "",
         *_pair(report, "sim", "sim_uncontrolled", "Controlled vs uncontrolled simulation"),
         *_pair(report, "sim", "cold_sim", "Warm start from the world model vs cold start"),

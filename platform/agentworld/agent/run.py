@@ -29,6 +29,7 @@ from agentworld.agent.demos import (
 from agentworld.agent.envs import Describer, RealEnv, RealOracle, SimEnv
 from agentworld.agent.episodes import EnvPool, Slot, replay, run_episodes
 from agentworld.agent.grpo import grpo_step
+from agentworld.agent.intervals import agent_intervals, comparisons
 from agentworld.agent.job import AgentJob
 from agentworld.agent.measures import steps_per_second, summarize, wm2real
 from agentworld.agent.placement import start_workers
@@ -64,10 +65,13 @@ def run(job: AgentJob, *, world: Any = None) -> dict[str, Any]:
         body = _train(ctx) if job.command == "train" else _evaluate(ctx)
         body.update(shared_measures(ctx))
         _jsonl(join(job.out, "metrics.jsonl"), ctx.metrics)
-        _jsonl(join(job.out, "sim_prompts.jsonl"), [{"messages": m} for m in ctx.world.prompts])
+        prompts = ctx.world.prompts if ctx.world_started else []
+        _jsonl(join(job.out, "sim_prompts.jsonl"), [{"messages": m} for m in prompts])
     finally:
         ctx.close()
     body["wm2real"] = {k: v["wm2real"] for k, v in body["agents"].items() if "wm2real" in v}
+    body["intervals"] = {k: agent_intervals(rows) for k, rows in ctx.eval_rows.items()}
+    body["comparisons"] = comparisons(ctx.eval_rows)
     report = {
         "command": job.command,
         "world_model": job.world_model,
@@ -140,7 +144,20 @@ def demonstrations(ctx: Context) -> tuple[list[Any], float]:
     out = []
     if ctx.job.data:
         out += trajectory_transcripts(read_records(ctx.job.data).records, ctx.renderer)
-    solved = [t for t in ctx.train_tasks if t.solution]
+    oracle = _replay_oracles(ctx, ctx.train_tasks)
+    out += [episode_transcript(ep, ctx.renderer) for ep in oracle]
+    _jsonl(join(ctx.job.out, "episodes", "oracle-real.jsonl"), [e.to_dict() for e in oracle])
+    ctx.heldout_oracle = [
+        episode_transcript(ep, ctx.renderer) for ep in _replay_oracles(ctx, ctx.eval_tasks)
+    ]
+    if not out:
+        raise ValueError("no demonstrations: give --data or tasks with solutions")
+    return out, (sum(e.success for e in oracle) / len(oracle) if oracle else None)
+
+
+def _replay_oracles(ctx: Context, tasks: list[Any]) -> list[Any]:
+    """The oracle solutions of ``tasks`` replayed in the real environments."""
+    solved = [t for t in tasks if t.solution]
     envs = ctx.real.take(min(len(solved), ctx.cfg.concurrency)) if solved else []
     oracle = []
     for i in range(0, len(solved), max(len(envs), 1)):
@@ -150,11 +167,16 @@ def demonstrations(ctx: Context) -> tuple[list[Any], float]:
                 lambda te: replay(te[1], te[0], te[0].solution), zip(chunk, envs, strict=False)
             )
         )
-    out += [episode_transcript(ep, ctx.renderer) for ep in oracle]
-    _jsonl(join(ctx.job.out, "episodes", "oracle-real.jsonl"), [e.to_dict() for e in oracle])
-    if not out:
-        raise ValueError("no demonstrations: give --data or tasks with solutions")
-    return out, (sum(e.success for e in oracle) / len(oracle) if oracle else None)
+    return oracle
+
+
+def heldout_nll(ctx: Context, workers: Any) -> float | None:
+    """The agent's NLL of the held-out tasks' oracle actions (never trained on): a
+    measure that separates agents where their success rates are all low."""
+    probe = ctx.heldout_oracle[: ctx.cfg.nll_tasks]
+    if not probe:
+        return None
+    return action_nll(workers.learners, probe, max_tokens=ctx.cfg.demo_max_tokens)
 
 
 def run_group(ctx: Context, init_dir: str, variants: list[str], demos: list[Any]) -> dict[str, Any]:
@@ -167,6 +189,7 @@ def run_group(ctx: Context, init_dir: str, variants: list[str], demos: list[Any]
     try:
         probe = demos[: min(4, len(demos))]
         nll0 = action_nll(workers.learners, probe, max_tokens=cfg.demo_max_tokens)
+        heldout0 = heldout_nll(ctx, workers)
         fit_demonstrations(
             workers.learners, demos, steps=cfg.demo_steps, batch=cfg.demo_batch,
             pad_id=ctx.tokenizer.pad_token_id, max_tokens=cfg.demo_max_tokens, seed=cfg.rl.seed,
@@ -180,10 +203,15 @@ def run_group(ctx: Context, init_dir: str, variants: list[str], demos: list[Any]
             if i:
                 workers.learners.load(ckpt, "demo")
                 _sync(ctx, workers)
-            res: dict[str, Any] = {"init": init_dir, "demo_nll": [nll0, nll1]}
+            res: dict[str, Any] = {
+                "init": init_dir,
+                "demo_nll": [nll0, nll1],
+                "heldout_nll_init": heldout0,
+            }
             sim_eps: list[Any] = []
             if v != "untrained":
                 res["rl"], sim_eps = train_variant(ctx, workers, v)
+            res["heldout_nll"] = heldout_nll(ctx, workers)
             res["real_eval"] = evaluate_real(ctx, greedy, v)
             if v in ("sim", "cold_sim"):
                 sim_eps += sim_eval(ctx, greedy, v)
@@ -247,7 +275,8 @@ def train_variant(ctx: Context, workers: Any, variant: str) -> tuple[dict[str, A
 
 def evaluate_real(ctx: Context, policy: Any, name: str) -> dict[str, Any]:
     eps = ctx.episodes([Slot(task=t, seed=0) for t in ctx.eval_tasks], "real", policy)
-    _jsonl(join(ctx.job.out, "episodes", f"{name}-eval-real.jsonl"), [e.to_dict() for e in eps])
+    ctx.eval_rows[name] = [e.to_dict() for e in eps]
+    _jsonl(join(ctx.job.out, "episodes", f"{name}-eval-real.jsonl"), ctx.eval_rows[name])
     return summarize(eps)
 
 
@@ -307,7 +336,7 @@ class Context:
             self.tokenizer, max_observation_tokens=self.cfg.limits.max_observation_tokens
         )
         self.pool = ThreadPoolExecutor(self.cfg.concurrency)
-        self.world = world or start_world(job)
+        self._world = world
         self.own_world = world is None
         self.describe = Describer()
         self.real = EnvPool(self.make_real)
@@ -317,6 +346,22 @@ class Context:
         }
         self.metrics: list[dict[str, Any]] = []
         self.version = 0
+        self.heldout_oracle: list[Any] = []
+        self.eval_rows: dict[str, list[dict[str, Any]]] = {}
+        """Each agent's held-out episodes in the real environment (for the intervals)."""
+        """Transcripts of the held-out tasks' oracle episodes: measured, never fitted."""
+
+    @property
+    def world(self) -> Any:
+        """The simulator, started on first use: a run whose agents and measures never
+        step it (no sim variant, no probes) does not hold its engine's memory."""
+        if self._world is None:
+            self._world = start_world(self.job)
+        return self._world
+
+    @property
+    def world_started(self) -> bool:
+        return self._world is not None
 
     def make_real(self):
         return RealEnv(self.cfg.limits, self.renderer.count)
@@ -351,8 +396,8 @@ class Context:
         for p in (self.real, *self.sim.values()):
             p.close()
         self.describe.close()
-        if self.own_world:
-            self.world.close()
+        if self.own_world and self._world is not None:
+            self._world.close()
 
 
 def load_tasks(job: AgentJob) -> list[Any]:

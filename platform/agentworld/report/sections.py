@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+from agentworld.agent.intervals import comparison_lines, interval_text
 from agentworld.evaluate.report import check_rows, pooled_checks
 from agentworld.evaluate.score import margin_text
 from agentworld.io import exists, join, read_bytes, read_manifest
@@ -322,17 +323,29 @@ def agent_section(run: str, found: dict[str, dict | None]) -> Section:
     report = read_json(join(run, "agent", "report.json"))
     if report is None:
         return Section("Agents (trained in the simulator and in the real environment)", "missing")
+    intervals = report.get("intervals", {})
     rows = [
-        [name, family, fmt(e.get("n")), _pct(e.get("success_rate")), _pct(e.get("item_f1")),
-         _pct(e.get("row_f1"))]
+        [name, family, fmt(e.get("n")), _pct(e.get("success_rate")),
+         interval_text(intervals.get(name, {}).get(family, {}).get("success")),
+         _pct(e.get("item_f1")), _pct(e.get("row_f1"))]
         for name, agent in report.get("agents", {}).items()
         for family, e in agent.get("real_eval", {}).items()
     ]  # fmt: skip
     s = Section("Agents (trained in the simulator and in the real environment)")
     s.tables.append(
-        Table(["agent", "family", "tasks", "success %", "item F1", "row F1"], rows,
+        Table(["agent", "family", "tasks", "success %", "success [95% interval]", "item F1",
+               "row F1"], rows,
               "Every agent evaluated on held-out tasks in the REAL environment.")
     )  # fmt: skip
+    lines = comparison_lines(report)
+    if lines:
+        signal = [x for x in lines if x.endswith(": signal")]
+        s.notes.append(
+            f"Comparisons, paired by task (95% bootstrap interval): {len(signal)} of "
+            f"{len(lines)} carry signal at this size (their interval excludes zero); the "
+            "rest say nothing either way."
+        )
+        s.notes += [x.removeprefix("- ") for x in lines]
     s.notes.append(
         f"World model: {report.get('world_model', '-')}. The full comparison (controlled vs "
         f"uncontrolled simulation, warm vs cold start, WM2Real, steps/s, injection probes) "
