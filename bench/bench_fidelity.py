@@ -16,6 +16,9 @@ against the two parameter-free baselines, measured in one run.
    agreement of the SFT model as the simulator (the agent stage's tasks, a ladder of
    scripted agents in the real environments and in the simulator: success per rung,
    Kendall's tau with its interval, inflation).
+6. Recordings from elsewhere (``../shared/realdata``, when present): prepared apart,
+   their held-out turns scored with the RL model teacher-forced and closed-loop beside
+   the baselines, reported apart from the platform's own episodes.
 
 Goals: after SFT the model beats the best baseline (char F1) on every domain; after RL
 held-out char F1 is at least SFT's. Drift, check pass rates, tau and inflation are
@@ -45,6 +48,8 @@ os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 DOMAINS = ("terminal", "mcp", "swe", "search")
+REALDATA = Path(os.environ.get("AGENTWORLD_REALDATA") or ROOT.parent / "shared" / "realdata")
+"""Recordings from elsewhere (the ingest formats' test data), scored apart."""
 QUICK = {
     "episodes": 24,
     "recipe": "debug_cpu",
@@ -117,6 +122,39 @@ def ranking(out: str, policy: str, a: argparse.Namespace, timings: dict[str, flo
                          "--set", f"agent.tasks.per_family={a.ranking_tasks}",
                          "--set", "evaluate.ranking.split=all"], timings)  # fmt: skip
     return json.loads(Path(out, f"eval-{policy}", "ranking", "report.json").read_text())
+
+
+def elsewhere(
+    out: str, policy: str, a: argparse.Namespace, timings: dict[str, float]
+) -> dict | None:
+    """Recordings other agent frameworks wrote (``REALDATA``, when it is there): prepared
+    on their own with the recipe, their held-out turns scored with ``policy`` teacher-
+    forced and closed-loop, beside the baselines (retrieval draws from the recordings'
+    own training split). The model never trained on them: this is the platform's own
+    world model meeting the world outside its sandbox."""
+    if not REALDATA.is_dir():
+        print(f"[bench_fidelity] no recordings from elsewhere at {REALDATA}: skipped", flush=True)
+        return None
+    prepared, model, ev = f"{out}/elsewhere/prepared", f"{out}/{policy}/hf", f"{out}/elsewhere/eval"
+    run_job("prepare", ["--input", str(REALDATA), "--out", prepared, "--recipe", a.recipe,
+                        "--set", "data.progress_bars=False",
+                        "--set", "data.max_domain_drop_share=1"], timings)  # fmt: skip
+    common = ["--recipe", a.recipe, "--input", f"{prepared}/samples/sft", "--format", "samples",
+              "--model", model, "--out", ev, "--name", policy]  # fmt: skip
+    run_job("evaluate", ["fidelity", *common], timings)
+    run_job("evaluate", ["closed-loop", *common,
+                         "--set", f"evaluate.closed_loop.max_episodes={a.loop_episodes}",
+                         "--set", f"evaluate.closed_loop.max_turns={a.loop_turns}"], timings)  # fmt: skip
+    summary = json.loads(Path(ev, "score", "summary.json").read_text())
+    drift = json.loads(Path(ev, "closed_loop", "drift.json").read_text())
+    report = json.loads(Path(prepared, "report.json").read_text())
+    return {
+        "policy": policy,
+        "sft_drop_rates": report["sft_drop_rates"],
+        "heldout": figures(summary),
+        "checks": check_figures(summary),
+        "closed_loop": drift_figures(drift),
+    }
 
 
 def drift_figures(drift: dict) -> dict:
@@ -298,6 +336,7 @@ def main() -> int:
         ranks = ranking(out, "sft", a, timings)
         rows = record_sessions(a.sessions, f"{out}/awb/terminal_test.jsonl")
         awb = awb_check(out, "rl", a.recipe)
+        outside = elsewhere(out, "rl", a, timings)
         report = json.loads(Path(out, "prepared", "report.json").read_text())
         rl_counts = json.loads(Path(out, "rl", "manifest.json").read_text())["counts"]
         rl_rows = [
@@ -339,11 +378,13 @@ def main() -> int:
         "closed_loop": {"rl": drift_figures(drift), "episodes": a.loop_episodes,
                         "max_turns": a.loop_turns},
         "ranking": {"sft": ranking_figures(ranks), "tasks_per_family": a.ranking_tasks},
+        "elsewhere": outside,
         "seconds": {k: round(v, 1) for k, v in timings.items()},
     }  # fmt: skip
     path = write_result("fidelity", result, goals=goals)
     print(json.dumps({"heldout_sft": sft_f, "heldout_rl": rl_f, "awb_rl": awb_f}, indent=1))
-    print(json.dumps({k: result[k] for k in ("checks", "closed_loop", "ranking")}, indent=1))
+    print(json.dumps({k: result[k] for k in ("checks", "closed_loop", "ranking", "elsewhere")},
+                     indent=1))  # fmt: skip
     for g in goals:
         print(
             f"[bench_fidelity] {g['name']}: {g['value']:.3f} {g['op']} {g['target']} met={g['met']}"
