@@ -24,7 +24,12 @@ from agentworld.schema.errors import (
     UnknownDomainError,
     WrongTypeError,
 )
-from agentworld.schema.parse import ParsedOutput, extract_observation, parse_output
+from agentworld.schema.parse import (
+    ParsedOutput,
+    extract_observation,
+    join_reasoning,
+    parse_output,
+)
 from agentworld.schema.record import Outcome, ToolCall, Trajectory, Turn, loads_json
 from agentworld.schema.render import (
     awb_row_messages,
@@ -53,6 +58,7 @@ __all__ = [
     "extract_observation",
     "get_domain",
     "known_domains",
+    "join_reasoning",
     "loads_json",
     "parse_output",
     "predict_turn_messages",

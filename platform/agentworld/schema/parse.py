@@ -60,6 +60,15 @@ def split_reasoning(text: str) -> tuple[str | None, str, bool]:
     return reasoning, "".join(out), closed
 
 
+def join_reasoning(content: str | None, reasoning: str | None) -> str:
+    """An answer as the model wrote it, from the parts a reasoning parser split it into
+    (an OpenAI-style ``reasoning_content`` and ``content``): the think block, then the
+    rest; ``parse_output`` splits it the same way again."""
+    if not reasoning:
+        return content or ""
+    return f"{_THINK_OPEN}\n{reasoning}\n{_THINK_CLOSE}\n\n{content or ''}"
+
+
 def parse_output(text: str) -> ParsedOutput:
     reasoning, rest, closed = split_reasoning(text)
     blocks = _OBS_BLOCK.findall(rest)

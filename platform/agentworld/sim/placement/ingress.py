@@ -13,6 +13,7 @@ step (model error, timeout, bad request) stores nothing.
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 from fastapi import Request
@@ -20,13 +21,14 @@ from ray import serve
 from ray.exceptions import RayActorError, RayTaskError
 from ray.serve.llm.ingress import OpenAiIngress
 from ray.serve.llm.openai_api_models import ChatCompletionRequest, CompletionRequest
-from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 
-from agentworld.schema import register_domain
+from agentworld.schema import join_reasoning, register_domain
 from agentworld.sim.config import ServeConfig
 from agentworld.sim.errors import SimError
 from agentworld.sim.keys import load_keys
 from agentworld.sim.mcp_server import McpFront
+from agentworld.sim.openai_reasoning import sse_with_reasoning_content, with_reasoning_content
 from agentworld.sim.placement import session_store
 from agentworld.sim.placement.mcp_routes import McpRoutes
 from agentworld.sim.playground import playground_page
@@ -98,7 +100,8 @@ class SimIngress(McpRoutes, OpenAiIngress):
 
     async def chat(self, body: ChatCompletionRequest, request: Request) -> Response:
         await self._call("admit", _team(request))
-        return await super().chat(within_context(body, self.cfg.engine.max_model_len), request)
+        response = await super().chat(within_context(body, self.cfg.engine.max_model_len), request)
+        return _with_reasoning_content(response)
 
     async def completions(self, body: CompletionRequest, request: Request) -> Response:
         await self._call("admit", _team(request))
@@ -231,7 +234,9 @@ class SimIngress(McpRoutes, OpenAiIngress):
             status = 422 if 400 <= int(error.code) < 500 else 502
             raise SimError(status, "model_error", f"the model refused the request: {error.message}")
         choice = first.choices[0]
-        return choice.message.content or "", choice.finish_reason
+        # With a reasoning parser the engine hands the think block back apart.
+        reasoning = getattr(choice.message, "reasoning", None)
+        return join_reasoning(choice.message.content, reasoning), choice.finish_reason
 
     @staticmethod
     def _team_of(request: Request) -> str:
@@ -273,6 +278,23 @@ _PAGE_HEADERS = {
     "Referrer-Policy": "no-referrer",
     "X-Content-Type-Options": "nosniff",
 }
+
+
+def _with_reasoning_content(response: Response) -> Response:
+    """The engine's chat answer with OpenAI's ``reasoning_content`` beside vLLM's
+    ``reasoning`` (agentworld.sim.openai_reasoning)."""
+    if isinstance(response, StreamingResponse):
+        response.body_iterator = _map_stream(response.body_iterator)
+        return response
+    if isinstance(response, JSONResponse):
+        payload = with_reasoning_content(json.loads(response.body))
+        return JSONResponse(payload, status_code=response.status_code)
+    return response
+
+
+async def _map_stream(packets):
+    async for packet in packets:
+        yield sse_with_reasoning_content(packet)
 
 
 def _team(request: Request) -> str:
