@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from agentworld.schema import join_reasoning
 from agentworld.scoring.config import EndpointConfig, SamplingConfig
 
 T = TypeVar("T")
@@ -105,7 +106,7 @@ class ChatClient:
         choice = resp.choices[0]
         usage = getattr(resp, "usage", None)
         return Completion(
-            text=choice.message.content or "",
+            text=join_reasoning(choice.message.content, _reasoning_of(choice.message)),
             finish_reason=choice.finish_reason,
             attempts=attempts,
             completion_tokens=getattr(usage, "completion_tokens", None),
@@ -125,6 +126,16 @@ class ChatClient:
             await asyncio.sleep(delay)
             delay *= 2
         raise AssertionError("unreachable")
+
+
+def _reasoning_of(message: Any) -> str | None:
+    """The think block a reasoning endpoint returned apart: OpenAI-style
+    ``reasoning_content`` (DeepSeek, this project's simulator) or vLLM's ``reasoning``."""
+    for name in ("reasoning_content", "reasoning"):
+        value = getattr(message, name, None)
+        if isinstance(value, str) and value:
+            return value
+    return None
 
 
 def _retryable(e: Exception) -> bool:

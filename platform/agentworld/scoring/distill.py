@@ -21,6 +21,7 @@ from typing import Any
 
 from agentworld.io import join, read_records, write_jsonl, write_manifest
 from agentworld.schema import Trajectory, predict_turn_messages
+from agentworld.schema.parse import split_reasoning
 from agentworld.scoring.chat_client import ChatClient, EndpointError
 from agentworld.scoring.config import DistillConfig
 
@@ -81,10 +82,11 @@ def read_journal(path: str) -> dict[str, dict[str, Any]]:
 
 
 def _reasoning(text: str) -> str:
-    """The teacher's answer without think tags a reasoning model may add."""
-    for tag in ("<think>", "</think>"):
-        text = text.replace(tag, "")
-    return text.strip()
+    """The teacher's answer: what it wrote after its own think block (a reasoning model
+    served with a reasoning parser returns that block apart), or the think block's text
+    where it wrote nothing else."""
+    thought, answer, _ = split_reasoning(text)
+    return answer.strip() or (thought or "").strip()
 
 
 async def _ask(client: ChatClient, cfg: DistillConfig, traj, key: TurnKey, journal) -> None:
