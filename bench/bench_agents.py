@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--families", default="terminal,search,table")
     p.add_argument("--variants", default="untrained," + ",".join(RL_VARIANTS))
     p.add_argument("--per_family", type=int, default=160)
-    p.add_argument("--demo_steps", type=int, default=120)
+    p.add_argument("--demo_steps", type=int, default=150)
     p.add_argument("--demo_batch", type=int, default=8)
     p.add_argument("--rl_steps", type=int, default=5)
     p.add_argument("--rl_temperature", type=float, default=0.6)

@@ -89,6 +89,14 @@ def test_each_mode_produces_episodes_rewards_and_a_report(agent_run):
         # Siblings share task and seed.
         for g in {r["group"] for r in rows}:
             assert len({(r["task"], r["seed"]) for r in rows if r["group"] == g}) == 1
+    # Intervals over the held-out tasks, the paired comparisons, the held-out oracle NLL.
+    for name in report["agents"]:
+        assert report["intervals"][name]["all"]["success"]["n"] == report["counts"]["eval_tasks"]
+        agent = report["agents"][name]
+        assert agent["heldout_nll_init"] > 0 and agent["heldout_nll"] > 0, name
+    pairs = {(c["a"], c["b"]) for c in report["comparisons"]}
+    assert pairs == {("sim", "untrained"), ("real", "untrained"), ("real", "sim")}
+    assert "Comparisons (paired by task" in open(os.path.join(out, "report.md")).read()
     assert report["agents"]["sim"]["rl"]["steps"] == 1
     assert "wm2real" in report["agents"]["sim"]
     speed = report["steps_per_s"]

@@ -118,7 +118,15 @@ class WorkersPolicy:
         self.rollout, self.temperature = rollout, temperature
 
     def generate(self, prompts: list[list[int]]) -> list[Generated]:
-        groups = self.rollout.generate(prompts, n=1, temperature=self.temperature)
+        if self.temperature == 0:
+            # Greedy: equal prompts (two held-out tasks that read alike) get equal actions,
+            # so each distinct prompt is generated once; vLLM refuses n > 1 when greedy.
+            distinct = list(dict.fromkeys(tuple(p) for p in prompts))
+            groups = self.rollout.generate([list(p) for p in distinct], n=1, temperature=0.0)
+            by_prompt = dict(zip(distinct, groups, strict=True))
+            groups = [by_prompt[tuple(p)] for p in prompts]
+        else:
+            groups = self.rollout.generate(prompts, n=1, temperature=self.temperature)
         return [Generated(token_ids=g[0].token_ids, finished=g[0].finished) for g in groups]
 
 
