@@ -181,7 +181,7 @@ def sim_url(request, ray_cluster, tiny_checkpoint, tmp_path_factory):
     it (about 80 s on an idle 2-core machine) and stopped after the last of them: the
     app holds the cluster's CPUs, which the modules after it (Ray Train, RL) need."""
     if not _SIM_APP:
-        _SIM_APP.update(_start_sim_app(ray_cluster, tiny_checkpoint, tmp_path_factory))
+        _SIM_APP.update(start_sim_app(ray_cluster, tiny_checkpoint, tmp_path_factory))
     yield _SIM_APP["url"]
     items = request.session.items
     last = max(i for i, item in enumerate(items) if item.module is request.module)
@@ -190,7 +190,9 @@ def sim_url(request, ray_cluster, tiny_checkpoint, tmp_path_factory):
         _SIM_APP.clear()
 
 
-def _start_sim_app(ray_cluster, tiny_checkpoint, tmp_path_factory) -> dict:
+def start_sim_app(ray_cluster, model: str, tmp_path_factory, **engine) -> dict:
+    """serve/sim_cpu.yaml deployed with ``model`` and the test teams (``engine``: more
+    engine settings); returns its ``url`` and ``stop``."""
     from ray import serve
 
     from agentworld.sim.placement.app import build_app
@@ -198,8 +200,8 @@ def _start_sim_app(ray_cluster, tiny_checkpoint, tmp_path_factory) -> dict:
     config = yaml.safe_load((ROOT / "serve" / "sim_cpu.yaml").read_text())
     app_config = config["applications"][0]
     args = app_config["args"]
-    args["model"] = tiny_checkpoint
-    args["engine"]["max_model_len"] = 1024
+    args["model"] = model
+    args["engine"].update(max_model_len=1024, **engine)
     args["auth"] = {"api_keys": SIM_KEYS, "api_keys_env": None}
     # team-c is limited hard for the rate-limit test; the others must never be, however
     # fast an idle machine runs the modules (burst 20 alone runs out within one test).

@@ -136,3 +136,48 @@ def build_family_checkpoint(family: str, tok, out: str, *, seed: int = 0) -> str
         assert len(language) < len(weights)
         save_file(language, path, metadata={"format": "pt"})
     return out
+
+
+def script_checkpoint(src: str, out: str, answer: list[str]) -> str:
+    """``src`` (a dense Qwen3 checkpoint) with weights that make its next token a function
+    of the current one alone, saved at ``out`` with the same config and tokenizer: after
+    the chat template's generation prompt it writes the tokens ``answer`` (each a single
+    token of the tokenizer), then ``<|im_end|>``, whatever the sampling. Every layer adds
+    nothing to the residual stream (attention and MLP outputs zeroed), so the final norm
+    sees the current token's embedding, a one-hot row that the output layer maps to the
+    next token of the script."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(src)
+    model = AutoModelForCausalLM.from_pretrained(src, dtype=torch.float32)
+    prompt = tok.apply_chat_template(
+        [{"role": "user", "content": "x"}], tokenize=False, add_generation_prompt=True
+    )
+    ids = [tok(prompt, add_special_tokens=False).input_ids[-1]]
+    for text in answer:
+        token = tok(text, add_special_tokens=False).input_ids
+        assert len(token) == 1, (text, token)
+        ids += token
+    ids.append(tok.eos_token_id)
+    assert len(set(ids)) == len(ids), ids  # each step of the script is its own token
+    hidden = model.config.hidden_size
+    other = len(ids) - 1  # the slot of every token off the script: it ends the answer
+    with torch.no_grad():
+        for layer in model.model.layers:
+            layer.self_attn.o_proj.weight.zero_()
+            layer.mlp.down_proj.weight.zero_()
+        model.model.norm.weight.fill_(1.0)
+        embed, head = model.model.embed_tokens.weight, model.lm_head.weight
+        embed.zero_()
+        embed[:, other] = 1.0
+        head.zero_()
+        for slot, (now, nxt) in enumerate(zip(ids[:-1], ids[1:], strict=True)):
+            embed[now] = 0.0
+            embed[now, slot] = 1.0
+            head[nxt, slot] = 10.0
+        head[tok.eos_token_id, other] = 10.0
+    assert other < hidden
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    return out

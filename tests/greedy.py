@@ -1,5 +1,5 @@
-"""One check shared by the vLLM tests: a greedy vLLM completion is what transformers
-computes on the same fp32 weights, token by token."""
+"""Checks shared by the vLLM tests: a greedy vLLM completion is what transformers
+computes on the same fp32 weights, token by token; the text transformers writes greedily."""
 
 from __future__ import annotations
 
@@ -31,3 +31,15 @@ def assert_greedy_agrees(model, tok, prompt: str, completion) -> None:
         assert gap < TIE, (i, token, int(row.argmax()), gap)
         vllm_logprob = completion.logprobs[i][token].logprob
         assert vllm_logprob == pytest.approx(float(logprobs[i, token]), abs=LOGPROB), i
+
+
+def greedy_text(model, tok, ids: list[int], max_new_tokens: int) -> str:
+    """What transformers writes greedily after the prompt ``ids``, decoded as vLLM
+    decodes its output (special tokens left out)."""
+    import torch
+
+    with torch.no_grad():
+        out = model.generate(
+            torch.tensor([ids]), max_new_tokens=max_new_tokens, do_sample=False, top_p=None
+        )
+    return tok.decode(out[0, len(ids) :], skip_special_tokens=True)

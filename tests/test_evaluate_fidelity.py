@@ -9,6 +9,7 @@ import json
 import pytest
 
 from agentworld.evaluate.items import load_items
+from tests.greedy import greedy_text
 from tests.test_evaluate_helpers import GOOD_VERDICT, Reply, ScriptedChatServer
 from tests.test_evaluate_judge import SCORES
 from tests.test_evaluate_score import load_job
@@ -130,9 +131,4 @@ def test_fidelity_of_a_real_checkpoint_through_vllm(
     for p in predictions[:3]:
         ids, err = fit_prompt(tok, p["messages"], max_len - max_tokens)
         assert err is None
-        with torch.no_grad():
-            out = model.generate(
-                torch.tensor([ids]), max_new_tokens=max_tokens, do_sample=False, top_p=None
-            )
-        text = tok.decode(out[0, len(ids) :], skip_special_tokens=True)
-        assert p["output"] == text, p["key"]
+        assert p["output"] == greedy_text(model, tok, ids, max_tokens), p["key"]

