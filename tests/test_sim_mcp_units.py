@@ -32,6 +32,7 @@ from agentworld.sim.guard import Guard, route_label
 from agentworld.sim.mcp_results import tool_result
 from agentworld.sim.mcp_server import McpFront
 from agentworld.sim.prompt import action_text, injected_error
+from agentworld.sim.protocol import ToolCallAction
 from agentworld.sim.sessions import Sessions
 from agentworld.sim.store import SessionStore
 from tests.conftest import ROOT
@@ -56,7 +57,7 @@ TOOLS = [
 MAX_BYTES = 8 * 1024
 
 
-async def scripted(system, turns, action, control, sampling, domain) -> dict:
+async def scripted(system, turns, action, control, sampling, domain, *, affinity=None) -> dict:
     """The model's stand-in: get_time answers a conforming result for a known zone and
     the real server's error text otherwise; echo answers its call's text."""
     text = action_text(action)
@@ -359,6 +360,31 @@ def test_a_fork_keeps_the_turns_up_to_its_turn(tmp_path):
         store.fork("beta", sid, 1)  # another team's session does not exist
     reloaded = SessionStore(LimitsConfig(), storage_url=str(tmp_path))
     assert reloaded.get("alpha", fork["id"])["turns"] == fork["turns"]
+
+
+def test_a_fork_is_routed_with_its_source_whose_history_it_shares():
+    """Model calls carry the key the engine router hashes: a session's own id, and for
+    a fork its source's (the engine replica that has that history cached)."""
+    store, keys = SessionStore(LimitsConfig()), []
+
+    async def call(method, *args, **kwargs):
+        return getattr(store, method)(*args, **kwargs)
+
+    async def recording(*args, affinity):
+        keys.append(affinity)
+        return await scripted(*args)
+
+    sessions = Sessions(call, recording, max_turns=8)
+    new = {"system": "bash", "domain": "terminal", "control": None, "sampling": None}
+    source = store.create("alpha", {**new, "metadata": {}})["id"]
+    other = store.create("alpha", {**new, "metadata": {}})["id"]
+    step = {"name": "echo", "arguments": {"text": "hi"}}
+    asyncio.run(sessions.step("alpha", source, ToolCallAction.model_validate(step)))
+    fork = store.fork("alpha", source, 1)["id"]
+    grandchild = store.fork("alpha", fork, 1)["id"]
+    for sid in (fork, grandchild, other):
+        asyncio.run(sessions.step("alpha", sid, ToolCallAction.model_validate(step)))
+    assert keys == [source, source, source, other]
 
 
 def test_the_new_routes_are_counted_by_template():

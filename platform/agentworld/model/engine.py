@@ -34,6 +34,9 @@ class EngineConfig:
     """On the CPU build: the share of RAM for the KV cache."""
     enforce_eager: bool = True
     """True on CPU (no CUDA graphs)."""
+    prefix_caching: bool = True
+    """Keep the KV cache of computed prompt blocks and reuse it for a later request with
+    the same prefix: a session's earlier turns, a GRPO group's shared prompt."""
     dtype: Dtype = "auto"
     language_model_only: bool = False
     """Load only the language model of a checkpoint that declares vision modules (the
@@ -66,6 +69,7 @@ class EngineConfig:
         kwargs: dict[str, Any] = {
             "dtype": self.dtype,
             "enforce_eager": self.enforce_eager,
+            "enable_prefix_caching": self.prefix_caching,
             "gpu_memory_utilization": self.gpu_memory_utilization,
             "max_model_len": self.max_model_len,
             "tensor_parallel_size": self.tensor_parallel_size,

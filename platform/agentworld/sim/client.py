@@ -146,6 +146,8 @@ class SimEnv:
             k: out[k]
             for k in ("session_id", "turn", "turns_left", "reasoning", "injected", "finish_reason")
         }
+        # The engine's report (replica, cached prompt tokens, time to first token).
+        info["engine"] = out.get("engine")
         return out["observation"], 0.0, False, out["turns_left"] <= 0, info
 
     def history(self) -> list[dict[str, Any]]:

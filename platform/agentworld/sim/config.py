@@ -151,6 +151,12 @@ class ServeConfig:
     storage_url: str | None = None
     """Where the store also writes each session (any fsspec URL), so that sessions
     survive a restart of the store itself; None keeps them in the actor only."""
+    engine_routing: Literal["session", "load"] = "session"
+    """Which engine replica a model call goes to. ``session``: every turn of a session
+    (and of its forks) to the replica that holds its history in its prefix cache, by
+    consistent hashing of the session (Ray Serve's ``ConsistentHashRouter``); when that
+    replica is gone or full the session moves to the next one and its history is sent
+    again. ``load``: the less loaded of two replicas drawn at random (Serve's default)."""
     ingress_replicas: int = 1
     """Simulator (HTTP ingress) replicas; they share the session store."""
     ingress_cpus: float = 0.25
@@ -178,6 +184,11 @@ class ServeConfig:
             )
         if self.ingress_cpus < 0:
             raise ConfigError("serve.ingress_cpus", f"must be >= 0, got {self.ingress_cpus}")
+        if self.engine_routing not in ("session", "load"):
+            raise ConfigError(
+                "serve.engine_routing",
+                f"must be one of ('session', 'load'), got {self.engine_routing!r}",
+            )
         if not self.store_name:
             raise ConfigError("serve.store_name", "must not be empty")
         for name in self.custom_domains:

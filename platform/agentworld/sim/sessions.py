@@ -20,8 +20,10 @@ StoreCall = Callable[..., Awaitable[Any]]
 """``await call(method, *args, **kwargs)``: a ``SessionStore`` method's result; its
 SimErrors are raised as they were."""
 Predict = Callable[[str, list[dict], Action, Control | None, Sampling, str], Awaitable[dict]]
-"""``await predict(system, turns, action, control, sampling, domain)``: the next turn
-(action, observation, reasoning, injected, finish_reason)."""
+"""``await predict(system, turns, action, control, sampling, domain, affinity=key)``: the
+next turn (action, observation, reasoning, injected, finish_reason and, from the model,
+what the engine reports of it). Calls with one ``affinity`` key (a session and its forks)
+go to the engine replica that holds its history."""
 
 
 def new_session(
@@ -65,7 +67,13 @@ class Sessions:
         sampling = sampling or Sampling.model_validate(record["sampling"] or {})
         done = len(record["turns"])
         turn = await self.predict(
-            record["system"], record["turns"], action, control, sampling, record["domain"]
+            record["system"],
+            record["turns"],
+            action,
+            control,
+            sampling,
+            record["domain"],
+            affinity=record.get("affinity") or session_id,
         )
         await self.call("append_turn", team, session_id, expected_turns=done, turn=turn)
         turns_left = self.max_turns - done - 1

@@ -102,9 +102,13 @@ class SessionStore:
                 f"the environment text is {chars} characters; the limit is {self.limits.max_session_chars}",
                 field="environment",
             )
+        sid = f"sess-{uuid.uuid4().hex}"
         record = {
+            # The key that routes its model calls: a fork keeps its source's, whose
+            # history it starts with and whose engine replica has that history cached.
+            "affinity": sid,
             **session,
-            "id": f"sess-{uuid.uuid4().hex}",
+            "id": sid,
             "team": team,
             "turns": [],
             "chars": chars,

@@ -39,14 +39,35 @@ def llm_config(cfg: ServeConfig, *, base_dir: str | None = None):
             "model_id": cfg.model_id,
             "model_source": model_source(cfg.model, base_dir),
         },
-        engine_kwargs=engine.vllm_kwargs(),
+        engine_kwargs={**engine.vllm_kwargs(), **_ENGINE_FRONTEND},
         placement_group_config={"bundles": bundles},
         deployment_config={
             "num_replicas": engine.replicas,
             "ray_actor_options": {"num_cpus": cfg.engine_server_cpus},
+            **_routing(cfg.engine_routing),
         },
         runtime_env={"env_vars": env} if env else None,
     )
+
+
+# vLLM's OpenAI front end: report each answer's cached prompt tokens (usage) and its
+# time to first token (metrics), which the simulator stores with every turn.
+_ENGINE_FRONTEND = {"enable_prompt_tokens_details": True, "enable_per_request_metrics": True}
+SESSION_ROUTER = "ray.serve.experimental.consistent_hash_router.ConsistentHashRouter"
+
+
+def _routing(routing: str) -> dict[str, Any]:
+    """The engine deployment's request router. ``session``: Ray Serve's consistent-hash
+    router keyed by the ``session_id`` the ingress sets on its engine calls; one fallback
+    replica takes a session whose own replica is full (backpressure)."""
+    if routing == "load":
+        return {}
+    return {
+        "request_router_config": {
+            "request_router_class": SESSION_ROUTER,
+            "request_router_kwargs": {"num_fallback_replicas": 1},
+        }
+    }
 
 
 def _job_env_vars() -> dict[str, str]:

@@ -90,6 +90,9 @@ def build_sim_app(cfg: ServeConfig, *, base_dir: str | None = None):
     from ray.serve.llm import build_llm_deployment
     from ray.serve.llm.ingress import make_fastapi_ingress
 
+    # not at the top: it brings ray into this light module
+    from agentworld.sim.placement.engine_server import SimLLMServer
+
     # not at the top: it brings fastapi, ray, starlette into this light module
     from agentworld.sim.placement.ingress import SimIngress
 
@@ -97,7 +100,8 @@ def build_sim_app(cfg: ServeConfig, *, base_dir: str | None = None):
     from agentworld.sim.placement.ray_llm_adapter import model_card
 
     llm = llm_config(cfg, base_dir=base_dir or os.getcwd())
-    engine = build_llm_deployment(llm)
+    # The usual deployment name (LLMServer:<model id>), with the class that names its replica.
+    engine = build_llm_deployment(llm, name_prefix="LLMServer:", deployment_cls=SimLLMServer)
     ingress = make_fastapi_ingress(SimIngress, endpoint_map=_endpoint_map(), app=_fastapi_app(cfg))
     deployment = serve.deployment(
         ingress,

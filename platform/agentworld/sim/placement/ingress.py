@@ -30,6 +30,7 @@ from agentworld.sim.keys import load_keys
 from agentworld.sim.mcp_server import McpFront
 from agentworld.sim.openai_reasoning import sse_with_reasoning_content, with_reasoning_content
 from agentworld.sim.placement import session_store
+from agentworld.sim.placement.engine_server import REPLICA_FIELD
 from agentworld.sim.placement.mcp_routes import McpRoutes
 from agentworld.sim.playground import playground_page
 from agentworld.sim.prompt import (
@@ -54,7 +55,10 @@ from agentworld.sim.protocol import (
 from agentworld.sim.sessions import Sessions, new_session
 
 _STORE_TIMEOUT_S = 10.0
-_PRIVATE = ("team", "chars")
+_PRIVATE = ("team", "chars", "affinity")
+_ENGINE_TRIES = 2
+"""A model call that finds its engine replica dead is sent once more: Serve has dropped
+the replica by then, and the session's history goes to the next one."""
 
 
 def within_context(body: Any, max_model_len: int) -> Any:
@@ -167,7 +171,13 @@ class SimIngress(McpRoutes, OpenAiIngress):
             {"action": action_text(h.action), "observation": h.observation} for h in spec.history
         ]
         turn = await self._predict(
-            system_text(spec), turns, spec.action, spec.control, spec.sampling or Sampling(), domain
+            system_text(spec),
+            turns,
+            spec.action,
+            spec.control,
+            spec.sampling or Sampling(),
+            domain,
+            affinity=None,
         )
         return JSONResponse({"turn": len(turns) + 1, **turn})
 
@@ -181,8 +191,12 @@ class SimIngress(McpRoutes, OpenAiIngress):
         control: Control | None,
         sampling: Sampling,
         domain: str,
+        *,
+        affinity: str | None,
     ) -> dict[str, Any]:
-        """The next turn: a prescribed tool error, or the model's prediction."""
+        """The next turn: a prescribed tool error, or the model's prediction. Calls with
+        the same ``affinity`` (a session and its forks) go to the same engine replica
+        while it lives; None spreads calls by load."""
         text = action_text(action)
         injected = injected_error(control, action, len(turns) + 1)
         if injected is not None:
@@ -194,7 +208,7 @@ class SimIngress(McpRoutes, OpenAiIngress):
                 "finish_reason": "injected",
             }
         messages = step_messages(system, turns, text, domain=domain, style=self.style)
-        raw, finish = await self._generate(messages, sampling)
+        raw, finish, engine = await self._generate(messages, sampling, affinity)
         pred = read_prediction(raw, control)
         return {
             "action": text,
@@ -202,11 +216,27 @@ class SimIngress(McpRoutes, OpenAiIngress):
             "reasoning": pred.reasoning,
             "injected": False,
             "finish_reason": finish,
+            "engine": engine,
         }
 
     async def _generate(
-        self, messages: list[dict[str, str]], sampling: Sampling
-    ) -> tuple[str, str | None]:
+        self, messages: list[dict[str, str]], sampling: Sampling, affinity: str | None
+    ) -> tuple[str, str | None, dict[str, Any]]:
+        """(text, finish reason, ``engine_facts``) of the engine's answer; sent once more
+        where the replica was found dead."""
+        for attempt in range(_ENGINE_TRIES):
+            try:
+                return await self._generate_once(messages, sampling, affinity)
+            except RayActorError:
+                if attempt == _ENGINE_TRIES - 1:
+                    raise SimError(
+                        503, "engine_unavailable", "no engine replica answered; try again"
+                    ) from None
+        raise AssertionError("unreachable")
+
+    async def _generate_once(
+        self, messages: list[dict[str, str]], sampling: Sampling, affinity: str | None
+    ) -> tuple[str, str | None, dict[str, Any]]:
         limits = self.cfg.limits
         body = ChatCompletionRequest(
             model=self.cfg.model_id,
@@ -218,7 +248,10 @@ class SimIngress(McpRoutes, OpenAiIngress):
             # <think> and the observation tags are special tokens: keep them for the parser.
             skip_special_tokens=False,
         )
-        stream = self._get_response(body=body, call_method="chat")
+        handle = self._get_configured_serve_handle(self.cfg.model_id)
+        if affinity is not None:
+            handle = handle.options(session_id=affinity)  # the session router's key
+        stream = _answers(handle.chat.remote(body, None))
         try:
             async with asyncio.timeout(limits.request_timeout_s):
                 first = await anext(stream)
@@ -236,7 +269,11 @@ class SimIngress(McpRoutes, OpenAiIngress):
         choice = first.choices[0]
         # With a reasoning parser the engine hands the think block back apart.
         reasoning = getattr(choice.message, "reasoning", None)
-        return join_reasoning(choice.message.content, reasoning), choice.finish_reason
+        return (
+            join_reasoning(choice.message.content, reasoning),
+            choice.finish_reason,
+            engine_facts(first),
+        )
 
     @staticmethod
     def _team_of(request: Request) -> str:
@@ -295,6 +332,26 @@ def _with_reasoning_content(response: Response) -> Response:
 async def _map_stream(packets):
     async for packet in packets:
         yield sse_with_reasoning_content(packet)
+
+
+async def _answers(response: Any):
+    # The engine's response generator as an async generator (closed when done with).
+    async for item in response:
+        yield item
+
+
+def engine_facts(answer: Any) -> dict[str, Any]:
+    """What the engine reports of one answer: its replica, the prompt's tokens and how
+    many of them came from the prefix cache, and the time to first token."""
+    usage = answer.usage
+    details = getattr(usage, "prompt_tokens_details", None)
+    metrics = getattr(answer, "metrics", None)
+    return {
+        "replica": getattr(answer, REPLICA_FIELD, None),
+        "prompt_tokens": usage.prompt_tokens,
+        "cached_tokens": getattr(details, "cached_tokens", None) or 0,
+        "ttft_ms": getattr(metrics, "time_to_first_token_ms", None),
+    }
 
 
 def _team(request: Request) -> str:
