@@ -97,6 +97,8 @@ def test_each_mode_produces_episodes_rewards_and_a_report(agent_run):
     pairs = {(c["a"], c["b"]) for c in report["comparisons"]}
     assert pairs == {("sim", "untrained"), ("real", "untrained"), ("real", "sim")}
     assert "Comparisons (paired by task" in open(os.path.join(out, "report.md")).read()
+    for row in _rows(os.path.join(out, "metrics.jsonl")):  # a flat step is not taken
+        assert row["learner/skipped"] == float(row["adv/flat_group_share"] == 1.0), row
     assert report["agents"]["sim"]["rl"]["steps"] == 1
     assert "wm2real" in report["agents"]["sim"]
     speed = report["steps_per_s"]

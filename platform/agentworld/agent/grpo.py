@@ -54,6 +54,14 @@ def advantages(episodes: Sequence[Episode], rl: RLConfig) -> np.ndarray:
     return group_advantages(rewards, valid, scale_by_std=rl.scale_by_std).numpy()
 
 
+def all_flat(adv: np.ndarray) -> bool:
+    """Every group scored its siblings alike: the step has no gradient, and taking it
+    anyway moves the weights along the optimizer's momentum from earlier steps (the
+    demonstration fit's): on bench_agents five such steps took the held-out oracle
+    NLL from 0.270 to 0.296 and terminal success from 17.1% to 11.4%."""
+    return bool(np.all(np.abs(adv) < 1e-8))
+
+
 def grpo_step(
     step: int,
     tasks: Sequence[Task],
@@ -65,17 +73,22 @@ def grpo_step(
     pad_id: int,
 ) -> tuple[dict[str, float], list[Episode]]:
     """One step; ``rollout(slots) -> episodes`` runs them in the step's environment,
-    ``sync()`` pushes the updated weights to the engines (returns its seconds)."""
+    ``sync()`` pushes the updated weights to the engines (returns its seconds). A step
+    whose groups are all flat is not taken (``learner/skipped`` 1)."""
     t0 = time.perf_counter()
     episodes = rollout(step_slots(tasks, rl, step))
     t_roll = time.perf_counter()
     adv = advantages(episodes, rl)
-    batch = transcripts_batch(
-        [e.transcript for e in episodes], adv.reshape(-1).tolist(), pad_id=pad_id
-    )
-    stats = workers.learners.train_step(batch)
+    stats: dict[str, float] = {"skipped": 1.0}
+    sync_s = 0.0
     t_train = time.perf_counter()
-    sync_s = sync()
+    if not all_flat(adv):
+        batch = transcripts_batch(
+            [e.transcript for e in episodes], adv.reshape(-1).tolist(), pad_id=pad_id
+        )
+        stats = {**workers.learners.train_step(batch), "skipped": 0.0}
+        t_train = time.perf_counter()
+        sync_s = sync()
     rewards = np.array([e.reward for e in episodes])
     metrics = {
         "step": step + 1,
