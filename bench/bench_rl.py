@@ -4,9 +4,15 @@
    G samples per prompt) against transformers ``generate`` in this process, on the same
    model (the ``medium_cpu`` 23M-parameter MoE: on the tiny one, engine overheads
    dominate) and the same prompts, sampling settings and token budget.
-2. Weight-sync time as a share of step time over a few real GRPO steps.
+2. Weight-sync time as a share of step time over a few real GRPO steps, and where one
+   sync's time goes (the learner's gather, the transfer, the engines' write and reload).
+3. GRPO siblings: an agent group's first turn, G episodes of one task and seed, so G
+   identical prompts of one sample each. The rollout engine sends them as one request
+   of G samples; the baseline sends the same prompts as G requests to the same engine
+   (vLLM's ``generate``), its prefix cache on and reset before each.
 
-Goals: the vLLM actor >= 1.5x transformers' tokens/s; weight sync <= 10% of step time.
+Goals: the vLLM actor >= 1.5x transformers' tokens/s; weight sync <= 10% of step time;
+siblings as one request >= 1.0x separate requests (tokens/s).
 
 Run:  python bench/bench_rl.py [--quick]     (writes bench/results/rl.json)
 """
@@ -134,7 +140,64 @@ def sync_share(recipe, workers, contexts, pad_id: int, steps: int) -> dict:
         "sync_s": sync_s,
         "sync_share": sync_s / step_s,
         "per_step": [{k: r[k] for k in r if k.startswith("time/")} for r in rows],
+        "where": sync_breakdown(workers, steps),
     }
+
+
+def sync_breakdown(workers, version: int) -> dict:
+    """One more sync, in parts: the learner's gather of the full weights, then the
+    transfer and each engine's write of the tensors, reload into the running model and
+    cache reset (the rest of the push is the transfer through Ray's object store)."""
+    import ray
+
+    total = workers.sync_weights(version + 1)
+    engines = ray.get([e.load_times.remote() for e in workers.rollout.engines])
+    return {"total_s": total, **workers.last_sync, "engines": engines}
+
+
+def sibling_rollouts(model_dir: str, recipe, prompts: list[list[int]], group: int) -> dict:
+    """Tokens/s of ``group`` siblings per prompt, one sample each: one request per prompt
+    (``RolloutEngine.generate``) vs one request per sibling, alternately, twice."""
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    from agentworld.rl.rollout import RolloutEngine
+
+    cfg = recipe.rl.rollout
+    engine = RolloutEngine(model_dir, cfg, seed=0)
+    siblings = [p for p in prompts for _ in range(group)]
+    params = SamplingParams(
+        temperature=cfg.temperature,
+        top_p=cfg.top_p,
+        max_tokens=cfg.max_new_tokens,
+        skip_special_tokens=False,
+    )
+
+    def separate() -> int:
+        outs = engine.llm.generate(
+            [TokensPrompt(prompt_token_ids=p) for p in siblings], params, use_tqdm=False
+        )
+        return sum(len(o.outputs[0].token_ids) for o in outs)
+
+    def grouped() -> int:
+        return sum(len(c.token_ids) for g in engine.generate(siblings, n=1) for c in g)
+
+    figures = {"separate": [0, 0.0], "grouped": [0, 0.0]}
+    try:
+        engine.generate(siblings[:2], n=1)  # warm-up
+        for _ in range(2):
+            for name, run in (("separate", separate), ("grouped", grouped)):
+                engine.llm.reset_prefix_cache()
+                t0 = time.perf_counter()
+                figures[name][0] += run()
+                figures[name][1] += time.perf_counter() - t0
+    finally:
+        engine.close()
+    out = {
+        k: {"tokens": t, "seconds": sec, "tokens_per_s": t / sec} for k, (t, sec) in figures.items()
+    }
+    out["speedup"] = out["grouped"]["tokens_per_s"] / out["separate"]["tokens_per_s"]
+    return out
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -172,7 +235,8 @@ def main() -> int:
         finally:
             workers.close()
         hf = hf_tokens_per_s(f"{tmp}/init", prompts, tok.eos_token_id, tok.pad_token_id, a)
-    ray.shutdown()
+        ray.shutdown()
+        siblings = sibling_rollouts(f"{tmp}/init", recipe, prompts, a.group)
     result = {
         "model": "medium_cpu (23M-parameter MoE)",
         "quick": a.quick,
@@ -183,6 +247,7 @@ def main() -> int:
         "transformers_generate": hf,
         "rollout_speedup_vs_transformers": vllm["tokens_per_s"] / hf["tokens_per_s"],
         "weight_sync": sync,
+        "siblings": siblings,
     }
     goals = [
         goal(
@@ -199,6 +264,14 @@ def main() -> int:
             0.1,
             "weight sync learner -> vLLM is a small part of a GRPO step",
         ),
+        goal(
+            "siblings_one_request_vs_separate",
+            siblings["speedup"],
+            ">=",
+            1.0,
+            "a GRPO group's siblings share their prompt: G identical prompts as one request "
+            "of G samples vs G requests (rollout tokens/s, same engine)",
+        ),
     ]
     out = write_result("rl", result, goals)
     print(
@@ -208,6 +281,10 @@ def main() -> int:
     print(
         f"weight sync: {sync['sync_s']:.2f}s of {sync['step_s']:.2f}s over {a.steps} steps "
         f"-> {sync['sync_share']:.1%} of step time"
+    )
+    print(
+        f"siblings: one request {siblings['grouped']['tokens_per_s']:.0f} tok/s vs separate "
+        f"{siblings['separate']['tokens_per_s']:.0f} tok/s -> {siblings['speedup']:.2f}x"
     )
     print(f"-> {out}")
     return 0

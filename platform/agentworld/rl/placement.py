@@ -24,7 +24,7 @@ import numpy as np
 
 from agentworld.rl.config import RLConfig
 from agentworld.rl.learner import Learner, TrainBatch
-from agentworld.rl.rollout import Completion, RolloutEngine
+from agentworld.rl.rollout import Completion, RolloutEngine, sibling_groups
 from agentworld.train.config import TrainConfig
 
 
@@ -93,7 +93,7 @@ def _actor_env() -> dict[str, str]:
 
 
 class RolloutGroup:
-    """N vLLM engines; prompts are spread over them round-robin."""
+    """N vLLM engines; prompts are spread over them round-robin, siblings together."""
 
     def __init__(self, pg: Any, rl: RLConfig, model_dir: str) -> None:
         import ray
@@ -114,16 +114,20 @@ class RolloutGroup:
     def generate(
         self, prompts: list[list[int]], *, n: int, temperature: float | None = None
     ) -> list[list[Completion]]:
+        # Identical prompts (siblings) stay on one engine, which sends them as one request.
         k = len(self.engines)
-        parts = [prompts[i::k] for i in range(k)]
+        groups = sibling_groups(prompts)
+        parts = [[i for g in groups[e::k] for i in g] for e in range(k)]
         refs = [
-            e.generate.remote(p, n=n, temperature=temperature)
-            for e, p in zip(self.engines, parts, strict=True)
-            if p
+            engine.generate.remote([prompts[i] for i in part], n=n, temperature=temperature)
+            for engine, part in zip(self.engines, parts, strict=True)
+            if part
         ]
         out: list[list[Completion]] = [[] for _ in prompts]
-        for i, res in enumerate(gather(refs, "rollout generate", timeout_s=self.timeout_s)):
-            out[i::k] = res
+        answers = gather(refs, "rollout generate", timeout_s=self.timeout_s)
+        for part, res in zip([p for p in parts if p], answers, strict=True):
+            for i, completions in zip(part, res, strict=True):
+                out[i] = completions
         return out
 
     def load_weights(self, weights_ref: Any, version: int, *, timeout_s: float) -> list[int]:
@@ -266,12 +270,18 @@ class RLWorkers:
             raise
 
     def sync_weights(self, version: int) -> float:
-        """Push the learner's weights to every engine; seconds taken."""
+        """Push the learner's weights to every engine; seconds taken (``last_sync``: the
+        learner's gather apart from the transfer and the engines' load)."""
+        import ray
+
         t0 = time.perf_counter()
-        self.rollout.load_weights(
-            self.learners.weights_ref(), version, timeout_s=self.rl.weight_sync_timeout_s
-        )
-        return time.perf_counter() - t0
+        ref = self.learners.weights_ref()
+        ray.wait([ref], timeout=self.rl.weight_sync_timeout_s)
+        t1 = time.perf_counter()
+        self.rollout.load_weights(ref, version, timeout_s=self.rl.weight_sync_timeout_s)
+        t2 = time.perf_counter()
+        self.last_sync = {"gather_s": t1 - t0, "push_s": t2 - t1}
+        return t2 - t0
 
     def close(self) -> None:
         import ray

@@ -1,5 +1,9 @@
 """A vLLM rollout engine: generates G predictions per prompt and takes new weights.
 
+Identical prompts in one call (a GRPO group's siblings: same task, seed and history, as
+the agent's episodes are on their first turn) go to vLLM as one request for all their
+samples, so that the shared prompt is computed once, not once per sibling.
+
 vLLM V1 runs the model in an EngineCore process (and a worker process under it), so
 new weights cannot be copied into the module from here. The tensors (checkpoint names
 and layout) are written as safetensors to a node-local directory (``/dev/shm`` where
@@ -14,6 +18,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +36,14 @@ class Completion:
     """Decoded text with special tokens kept (tags), end-of-turn token removed."""
     finished: bool
     """True when generation stopped by itself, False when cut at max_new_tokens."""
+
+
+def sibling_groups(prompts: list[list[int]]) -> list[list[int]]:
+    """Indices of ``prompts`` grouped by identical prompt, in order of first appearance."""
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for i, p in enumerate(prompts):
+        groups.setdefault(tuple(p), []).append(i)
+    return list(groups.values())
 
 
 def _shm_dir() -> str:
@@ -79,6 +92,11 @@ class RolloutEngine:
         self.tokenizer = self.llm.get_tokenizer()
         self._weights_dir = _shm_dir()
         self.llm.llm_engine.set_weight_version("0")
+        self.engine_requests = 0
+        self.last_load: dict[str, float] = {}
+        """Seconds of the last ``load_weights``: writing the tensors, the engine's reload,
+        the cache reset."""
+        """vLLM requests made by ``generate`` so far (one per distinct prompt of a call)."""
 
     def generate(
         self,
@@ -89,24 +107,43 @@ class RolloutEngine:
         temperature: float | None = None,
     ) -> list[list[Completion]]:
         """``n`` sampled completions per prompt (token ids in, so that the learner sees
-        exactly the tokens the engine saw). Sampling draws from the engine's seeded
-        generator: no per-request seeds, which vLLM's CPU build cannot honour once a
-        long prefill is split into chunks (its CPU generators have no offset)."""
+        exactly the tokens the engine saw); the k copies of one prompt are one request
+        of k * n samples. Sampling draws from the engine's seeded generator: no
+        per-request seeds, which vLLM's CPU build cannot honour once a long prefill is
+        split into chunks (its CPU generators have no offset)."""
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
-        params = SamplingParams(
-            n=n,
-            # An explicit temperature (0: greedy, an agent's evaluation) overrides the recipe's.
-            temperature=self.cfg.temperature if temperature is None else temperature,
-            top_p=self.cfg.top_p,
-            max_tokens=max_new_tokens or self.cfg.max_new_tokens,
-            skip_special_tokens=False,
-        )
+        # An explicit temperature (0: greedy, an agent's evaluation) overrides the recipe's.
+        temperature = self.cfg.temperature if temperature is None else temperature
+        groups = sibling_groups(prompts)
+        # Greedy answers of one prompt are all the same (and vLLM refuses n > 1 greedy):
+        # one sample then serves every copy.
+        draws = [1 if temperature == 0 else n * len(group) for group in groups]
+        params = [
+            SamplingParams(
+                n=k,
+                temperature=temperature,
+                top_p=self.cfg.top_p,
+                max_tokens=max_new_tokens or self.cfg.max_new_tokens,
+                skip_special_tokens=False,
+            )
+            for k in draws
+        ]
         outs = self.llm.generate(
-            [TokensPrompt(prompt_token_ids=list(p)) for p in prompts], params, use_tqdm=False
+            [TokensPrompt(prompt_token_ids=list(prompts[g[0]])) for g in groups],
+            params,
+            use_tqdm=False,
         )
-        return [[self._completion(o) for o in out.outputs] for out in outs]
+        self.engine_requests += len(outs)
+        result: list[list[Completion]] = [[] for _ in prompts]
+        for group, out in zip(groups, outs, strict=True):
+            samples = [self._completion(o) for o in out.outputs]
+            if len(samples) == 1:
+                samples *= n * len(group)
+            for k, i in enumerate(group):
+                result[i] = samples[k * n : (k + 1) * n]
+        return result
 
     def _completion(self, o: Any) -> Completion:
         eos = self.tokenizer.eos_token or ""
@@ -119,13 +156,24 @@ class RolloutEngine:
         """Load ``state`` (checkpoint-format names -> tensors) into the running model and
         return the weight version the engine reports afterwards."""
 
+        t0 = time.perf_counter()
         path = os.path.join(self._weights_dir, "model.safetensors")
         save_file({k: v.contiguous() for k, v in state.items()}, path)
+        t1 = time.perf_counter()
         self.llm.collective_rpc("load_weights_from", args=(self._weights_dir,))
+        t2 = time.perf_counter()
         os.remove(path)
         self.llm.reset_prefix_cache()  # cached prompt KV was computed with the old weights
         self.llm.llm_engine.set_weight_version(str(version))
+        self.last_load = {
+            "write_s": t1 - t0,
+            "reload_s": t2 - t1,
+            "reset_s": time.perf_counter() - t2,
+        }
         return self.weight_version()
+
+    def load_times(self) -> dict[str, float]:
+        return dict(self.last_load)
 
     def weight_version(self) -> int:
         return int(self.llm.llm_engine.get_weight_version())
