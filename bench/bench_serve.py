@@ -12,6 +12,12 @@ Prints the throughput ratios (concurrent / sequential steps or calls per second)
 latency of each phase, and the error count; writes bench/results/serve.json. Goals:
 concurrent >= 5x sequential, MCP tools/call at concurrency M >= 4x one at a time,
 0 errors (the exit code is 1 on any error).
+Then history per session (--affinity-sessions 16 x --affinity-turns 8 on 2 engine
+replicas): the same sessions with ``engine_routing: session`` (every turn to the replica
+holding the session's prefix cache) and then ``load`` (Serve's default), time to first
+token of each turn as the engine reports it. Goal: late turns' median TTFT with affinity
+below the one without (ratio < 1; p25-p75 intervals beside it). ``--affinity-sessions 0``
+leaves this part out.
 Every request has a timeout and the run stops after --deadline-s.
 
 Run:  python bench/bench_serve.py [--sessions 32 --mcp-sessions 16 --steps 3 --max-tokens 32] [--quick]
@@ -41,7 +47,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 KEY = "sk-bench-000000"
 # The start-up (Ray, Serve, vLLM) dominates a run, not the load phases (~20 s at full
 # size); so --quick keeps the 32 sessions and answer length the goal is about, fewer steps.
-QUICK = {"steps": 2}
+QUICK = {"steps": 2, "affinity_turns": 6}
+APP = "agentworld-sim-bench"
+# A session's environment long enough that its history fills KV-cache blocks (only whole
+# blocks are cached and reused).
+DISK = " ".join(f"/srv/data/file{i:03d}.log" for i in range(12))
 
 
 def parse_args() -> argparse.Namespace:
@@ -58,6 +68,10 @@ def parse_args() -> argparse.Namespace:
     p.add_argument(
         "--deadline-s", type=float, default=600.0, help="stop the load phases after this"
     )
+    p.add_argument(
+        "--affinity-sessions", type=int, default=16, help="sessions at once (affinity part)"
+    )
+    p.add_argument("--affinity-turns", type=int, default=8, help="turns per session (affinity)")
     return parse_sized(p, QUICK)
 
 
@@ -72,21 +86,38 @@ def tiny_model(directory: str) -> str:
     return build_tiny_checkpoint(texts, os.path.join(directory, "model"))
 
 
-def start(model: str) -> str:
-    import ray
+def app_args(model: str, *, replicas: int = 1, routing: str = "session") -> dict:
     import yaml
-    from ray import serve
-
-    from agentworld.sim.placement.app import build_app
 
     args = yaml.safe_load(open(os.path.join(ROOT, "serve", "sim_cpu.yaml")))["applications"][0][
         "args"
     ]
     args["model"] = model
-    args["engine"]["max_model_len"] = 1024
+    args["engine"].update(max_model_len=1024, replicas=replicas)
+    args["engine_routing"] = routing
     args["auth"] = {"api_keys": {"bench": KEY}, "api_keys_env": None}
     args["limits"].update(rate_per_minute=1e6, burst=100_000, request_timeout_s=120)
     args["store_name"] = "agentworld-sim-bench"
+    return args
+
+
+def redeploy(args: dict) -> None:
+    """Replace the app (a new engine deployment) with one built from ``args``."""
+    from ray import serve
+
+    from agentworld.sim.placement.app import build_app
+
+    serve.delete(APP)
+    serve.run(build_app(args), name=APP, route_prefix="/")
+
+
+def start(model: str) -> str:
+    import ray
+    from ray import serve
+
+    from agentworld.sim.placement.app import build_app
+
+    args = app_args(model)
     ray.init(
         num_cpus=4,
         include_dashboard=False,
@@ -97,7 +128,7 @@ def start(model: str) -> str:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     serve.start(http_options={"host": "127.0.0.1", "port": port})
-    serve.run(build_app(args), name="agentworld-sim-bench", route_prefix="/")
+    serve.run(build_app(args), name=APP, route_prefix="/")
     return f"http://127.0.0.1:{port}"
 
 
@@ -215,6 +246,85 @@ def _phase_figures(results: list, workers: int, wall: float, unit: str) -> dict:
     }
 
 
+def history_session(url: str, index: int, a: argparse.Namespace, deadline: float) -> list[dict]:
+    """One session's turns: what the engine reported of each (None: the step failed)."""
+    from agentworld.sim import SimAPIError, SimEnv
+
+    env = SimEnv(
+        url,
+        KEY,
+        "terminal",
+        environment=f"bash 5.2 on host node-{index}; the disk holds {DISK}",
+        sampling={"max_tokens": a.max_tokens},
+        timeout_s=120,
+    )
+    rows: list[dict] = []
+    try:
+        env.reset()
+        for turn in range(a.affinity_turns):
+            if time.monotonic() > deadline:
+                rows.append(None)
+                continue
+            try:
+                rows.append(env.step(f"tail -n 5 /srv/data/file{turn:03d}.log")[4]["engine"])
+            except SimAPIError as e:
+                print(f"[bench] history session {index} turn {turn}: {e}", file=sys.stderr)
+                rows.append(None)
+    finally:
+        env.close()
+    return rows
+
+
+def history_phase(url: str, a: argparse.Namespace, deadline: float) -> dict:
+    """``a.affinity_sessions`` sessions at once, each ``a.affinity_turns`` turns: per turn,
+    the engine's time to first token and the share of the prompt it found cached."""
+    n = a.affinity_sessions
+    with ThreadPoolExecutor(max_workers=n) as pool:
+        sessions = list(pool.map(lambda i: history_session(url, i, a, deadline), range(n)))
+    by_turn = []
+    for k in range(a.affinity_turns):
+        rows = [s[k] for s in sessions if s[k] is not None]
+        ttft = sorted(r["ttft_ms"] for r in rows if r["ttft_ms"] is not None)
+        by_turn.append(
+            {
+                "turn": k + 1,
+                "ttft_ms_p25": round(_quantile(ttft, 0.25), 2),
+                "ttft_ms_p50": round(_quantile(ttft, 0.50), 2),
+                "ttft_ms_p75": round(_quantile(ttft, 0.75), 2),
+                "prompt_tokens": round(sum(r["prompt_tokens"] for r in rows) / max(len(rows), 1)),
+                "cached_share": round(
+                    sum(r["cached_tokens"] / r["prompt_tokens"] for r in rows) / max(len(rows), 1),
+                    3,
+                ),
+            }
+        )
+    late = sorted(
+        r["ttft_ms"]
+        for s in sessions
+        for r in s[a.affinity_turns // 2 :]
+        if r is not None and r["ttft_ms"] is not None
+    )
+    return {
+        "by_turn": by_turn,
+        "late_turns_ttft_ms": [round(_quantile(late, q), 2) for q in (0.25, 0.5, 0.75)],
+        "errors": sum(r is None for s in sessions for r in s),
+    }
+
+
+def affinity_part(model: str, url: str, a: argparse.Namespace) -> dict:
+    """The history phase on 2 engine replicas, routed by session and then by load."""
+    deadline = time.monotonic() + a.deadline_s
+    out = {}
+    for routing in ("session", "load"):
+        redeploy(app_args(model, replicas=2, routing=routing))
+        history_session(url, -1, argparse.Namespace(**{**vars(a), "affinity_turns": 2}), deadline)
+        out[routing] = history_phase(url, a, deadline)
+        print(f"[bench] history, routing {routing}: {out[routing]}")
+    with_, without = out["session"]["late_turns_ttft_ms"][1], out["load"]["late_turns_ttft_ms"][1]
+    out["late_ttft_ratio"] = round(with_ / without, 3) if without else float("nan")
+    return out
+
+
 def _quantile(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
@@ -227,7 +337,8 @@ def main() -> int:
     a = parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.time()
-        url = start(a.model or tiny_model(tmp))
+        model = a.model or tiny_model(tmp)
+        url = start(model)
         print(
             f"[bench] simulator up in {time.time() - t0:.0f}s at {url} ({threading.active_count()} threads)"
         )
@@ -240,6 +351,7 @@ def main() -> int:
             concurrent = phase(url, a, a.sessions, deadline)
             mcp_sequential = mcp_phase(url, a, 1, deadline)
             mcp_concurrent = mcp_phase(url, a, a.mcp_sessions, deadline)
+            affinity = affinity_part(model, url, a) if a.affinity_sessions else None
         finally:
             stop()
     ratio = concurrent["steps_per_s"] / sequential["steps_per_s"]
@@ -257,9 +369,9 @@ def main() -> int:
         "mcp_sequential": mcp_sequential,
         "mcp_concurrent": mcp_concurrent,
         "mcp_throughput_ratio": round(mcp_ratio, 2),
-        "errors": sum(
-            p["errors"] for p in (sequential, concurrent, mcp_sequential, mcp_concurrent)
-        ),
+        "affinity": affinity,
+        "errors": sum(p["errors"] for p in (sequential, concurrent, mcp_sequential, mcp_concurrent))
+        + sum(affinity[r]["errors"] for r in ("session", "load") if affinity),
     }
     for name in ("sequential", "concurrent", "mcp_sequential", "mcp_concurrent"):
         print(f"[bench] {name}: {result[name]}")
@@ -286,6 +398,18 @@ def main() -> int:
         ),
         goal("errors", result["errors"], "<=", 0, "no failed step or call under concurrent load"),
     ]
+    if affinity:
+        goals.append(
+            goal(
+                "late_turn_ttft_affinity_vs_load",
+                affinity["late_ttft_ratio"],
+                "<=",
+                1.0,
+                f"a session's history stays cached: median time to first token of turns "
+                f"{a.affinity_turns // 2 + 1}-{a.affinity_turns}, {a.affinity_sessions} sessions "
+                "on 2 engine replicas, routed by session vs by load",
+            )
+        )
     print(f"[bench] -> {write_result('serve', result, goals)}")
     return 0 if result["errors"] == 0 else 1
 
