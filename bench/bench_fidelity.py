@@ -21,8 +21,10 @@ against the two parameter-free baselines, measured in one run.
    the baselines, reported apart from the platform's own episodes.
 
 Goals: after SFT the model beats the best baseline (char F1) on every domain; after RL
-held-out char F1 is at least SFT's. Drift, check pass rates, tau and inflation are
-recorded without goals until a first measurement sets them.
+held-out char F1 is at least SFT's; closed-loop char F1 at least 0.9 of teacher-forced;
+state checks passed at least as often as the better baseline; the simulator's ordering
+of the ladder agrees with reality's (tau >= 0.6) and its success per rung is near
+reality's (mean |inflation| <= 0.2). ``loop_goals`` says how each is computed.
 
 Run:  python bench/bench_fidelity.py [--quick]   (writes bench/results/fidelity.json;
       the full size takes about 40 minutes on a 2-core machine, --quick a few)
@@ -122,6 +124,51 @@ def ranking(out: str, policy: str, a: argparse.Namespace, timings: dict[str, flo
                          "--set", f"agent.tasks.per_family={a.ranking_tasks}",
                          "--set", "evaluate.ranking.split=all"], timings)  # fmt: skip
     return json.loads(Path(out, f"eval-{policy}", "ranking", "report.json").read_text())
+
+
+DRIFT_RATIO = 0.9
+CHECKS_VS_BASELINE = 1.0
+TAU = 0.6
+INFLATION = 0.2
+
+
+def loop_goals(result: dict) -> list[dict]:
+    """Goals for what teacher forcing does not show, set from the first measurement
+    (2026-12-06, see docs/benchmarks.md): closed-loop char F1 at least 0.9 of teacher-
+    forced on the same turns; the RL model's state checks passed at least as often as
+    the better baseline's; the simulator orders the ladder as reality does (tau, an
+    undefined tau, where the simulator gives every rung the same success, counts as 0);
+    mean absolute inflation over the rungs at most 0.2."""
+    goals = []
+    loop = result["closed_loop"]["rl"].get("all")
+    if loop and loop["teacher_forced_char_f1"]:
+        goals.append(goal("closed_loop_vs_teacher_forced_char_f1",
+                          loop["closed_loop_char_f1"] / loop["teacher_forced_char_f1"], ">=",
+                          DRIFT_RATIO, "errors compound little when the simulator reads its own "
+                          "earlier observations (closed loop vs teacher forced, same turns)"))  # fmt: skip
+    rows = [r for k, r in result["checks"]["rl"].items() if r["items"] and k.split(".")[0] != "all"]
+    if rows:
+        model = sum(r["model"] * r["items"] for r in rows) / sum(r["items"] for r in rows)
+        best = max(
+            sum((r.get(b) or 0) * r["items"] for r in rows) / sum(r["items"] for r in rows)
+            for b in ("copy_previous", "retrieval")
+        )
+        goals.append(goal("checks_vs_best_baseline", model / max(best, 1e-9), ">=",
+                          CHECKS_VS_BASELINE, "the RL model's state checks pass at least as "
+                          "often as the better baseline's (item-weighted over every check)"))  # fmt: skip
+    ranks = result["ranking"]["sft"].get("all")
+    if ranks:
+        tau = ranks["tau"].get("sim", [None])[0]
+        goals.append(goal("ranking_tau_controlled", tau or 0.0, ">=", TAU,
+                          "the simulator (controlled) orders the ladder of agents as reality "
+                          "does (Kendall's tau-b; undefined counts as 0)"))  # fmt: skip
+        inflation = ranks["inflation"].get("sim", {})
+        if inflation:
+            mean_abs = sum(abs(v) for v in inflation.values()) / len(inflation)
+            goals.append(goal("ranking_mean_abs_inflation", mean_abs, "<=", INFLATION,
+                              "simulated success is near real success on every rung "
+                              "(controlled; mean |sim - real| over the rungs)"))  # fmt: skip
+    return goals
 
 
 def elsewhere(
@@ -381,6 +428,7 @@ def main() -> int:
         "elsewhere": outside,
         "seconds": {k: round(v, 1) for k, v in timings.items()},
     }  # fmt: skip
+    goals += loop_goals(result)
     path = write_result("fidelity", result, goals=goals)
     print(json.dumps({"heldout_sft": sft_f, "heldout_rl": rl_f, "awb_rl": awb_f}, indent=1))
     print(json.dumps({k: result[k] for k in ("checks", "closed_loop", "ranking", "elsewhere")},
