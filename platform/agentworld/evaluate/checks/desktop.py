@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 
 from agentworld.collect.os.tree_text import line_ids
-from agentworld.evaluate.checks import ui
+from agentworld.evaluate.checks import ui, web
 
 _HEAD = re.compile(r"^(?:Error: .*|Window: .*|\[observation truncated: \d+ more lines\])?$")
 
@@ -29,8 +29,7 @@ def is_screen(text: str) -> bool:
 
 
 def _window(text: str) -> str | None:
-    m = re.search(r"^Window: (.*)$", text, re.M)
-    return m.group(1).strip() if m else None
+    return web.head_value(text, "Window")
 
 
 def wellformed(text: str) -> bool:

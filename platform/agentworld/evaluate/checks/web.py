@@ -74,13 +74,14 @@ def axtree_wellformed(predicted: str, real: str) -> bool | None:
     return wellformed(predicted)
 
 
-def _head(text: str, name: str) -> str | None:
+def head_value(text: str, name: str) -> str | None:
+    """The value of a ``Name: value`` header line of an observation, or None."""
     m = re.search(rf"^{name}: (.*)$", text, re.M)
     return m.group(1).strip() if m else None
 
 
 def url_title(predicted: str, real: str) -> bool | None:
     """The real page's URL and title lines; None when the real text has no URL line."""
-    if _head(real, "URL") is None:
+    if head_value(real, "URL") is None:
         return None
-    return all(_head(predicted, k) == _head(real, k) for k in ("URL", "Title"))
+    return all(head_value(predicted, k) == head_value(real, k) for k in ("URL", "Title"))
