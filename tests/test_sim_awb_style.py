@@ -142,7 +142,7 @@ def test_a_session_step_hands_its_domain_to_the_renderer(prompts):
     async def call(method, *args, **kwargs):
         return getattr(store, method)(*args, **kwargs)
 
-    async def predict(system, turns, action, control, sampling, domain) -> dict:
+    async def predict(system, turns, action, control, sampling, domain, affinity=None) -> dict:
         seen.append(step_messages(system, turns, action, domain=domain, style=style))
         return {"action": action, "observation": "notes.txt", "reasoning": None}
 
