@@ -19,7 +19,7 @@ from typing import Any
 
 from agentworld.collect.env import Script, Task
 from agentworld.collect.os.env import SCREENS, os_action
-from agentworld.collect.os.tree_text import find
+from agentworld.collect.os.tree_text import find, window_title
 from agentworld.collect.playbook import WORDS, words
 from agentworld.schema import Turn
 
@@ -41,11 +41,8 @@ def _state(rng: random.Random, app: str, **extra: Any) -> dict[str, Any]:
 
 
 def _window(page: Turn) -> str:
-    """The focused window's title an observation shows."""
-    for line in page.observation.splitlines()[:3]:
-        if line.startswith("Window: "):
-            return line[len("Window: ") :]
-    return ""
+    """The focused window's title an observation shows ("" when none)."""
+    return window_title(page.observation) or ""
 
 
 def _click(observation: str, role: str, name: str | None = None, **kw: Any):

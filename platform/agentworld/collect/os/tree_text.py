@@ -164,6 +164,13 @@ def render_tree(windows: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
+def window_title(observation: str) -> str | None:
+    """The focused window's title an observation shows (its ``Window:`` line, as
+    :func:`format_observation` writes it), or None when it has none."""
+    m = re.search(r"^Window: (.*)$", observation, re.M)
+    return m.group(1).strip() if m else None
+
+
 def format_observation(title: str, tree: str, error: str | None, cap: int) -> tuple[str, int]:
     """The observation text and how many characters the cap cut off: the real error
     first when the action failed, the focused window's title, then the tree."""

@@ -17,19 +17,16 @@ from __future__ import annotations
 
 import re
 
+from agentworld.collect.os import tree_text
 from agentworld.collect.os.tree_text import line_ids
-from agentworld.evaluate.checks import ui, web
+from agentworld.evaluate.checks import ui
 
 _HEAD = re.compile(r"^(?:Error: .*|Window: .*|\[observation truncated: \d+ more lines\])?$")
 
 
 def is_screen(text: str) -> bool:
     """Whether ``text`` is a recorded desktop screen (it has the window line)."""
-    return _window(text) is not None
-
-
-def _window(text: str) -> str | None:
-    return web.head_value(text, "Window")
+    return tree_text.window_title(text) is not None
 
 
 def wellformed(text: str) -> bool:
@@ -61,10 +58,10 @@ def desktop_tree_wellformed(predicted: str, real: str) -> bool | None:
 
 def window_title(predicted: str, real: str) -> bool | None:
     """The real screen's focused window; None when the real text is not a screen."""
-    title = _window(real)
+    title = tree_text.window_title(real)
     if title is None:
         return None
-    return _window(predicted) == title
+    return tree_text.window_title(predicted) == title
 
 
 def ingested_elements_parse(predicted: str, real: str) -> bool | None:
