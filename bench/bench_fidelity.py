@@ -97,22 +97,31 @@ def pipeline(out: str, a: argparse.Namespace, timings: dict[str, float]) -> None
                    *r, "--set", f"rl.max_steps={a.rl_steps}", "--set", "rl.wandb=false"], timings)  # fmt: skip
 
 
+def evaluate(kind: str, samples: str, model: str, ev: str, name: str, a, timings) -> None:
+    """One ``jobs/evaluate.py`` command, ``fidelity`` or ``closed-loop`` (at the
+    benchmark's episode and turn counts), of ``model`` on the held-out ``samples``."""
+    args = [kind, "--recipe", a.recipe, "--input", samples, "--format", "samples",
+            "--model", model, "--out", ev, "--name", name]  # fmt: skip
+    if kind == "closed-loop":
+        args += ["--set", f"evaluate.closed_loop.max_episodes={a.loop_episodes}",
+                 "--set", f"evaluate.closed_loop.max_turns={a.loop_turns}"]  # fmt: skip
+    run_job("evaluate", args, timings)
+
+
 def heldout(out: str, policy: str, a: argparse.Namespace, timings: dict[str, float]) -> dict:
     """The fidelity command of the demo's evaluate stage, on one policy."""
-    run_job("evaluate", ["fidelity", "--recipe", a.recipe, "--input", f"{out}/prepared/samples/sft",
-                         "--format", "samples", "--model", f"{out}/{policy}/hf",
-                         "--out", f"{out}/eval-{policy}", "--name", policy], timings)  # fmt: skip
-    return json.loads(Path(out, f"eval-{policy}", "score", "summary.json").read_text())
+    ev = f"{out}/eval-{policy}"
+    evaluate(
+        "fidelity", f"{out}/prepared/samples/sft", f"{out}/{policy}/hf", ev, policy, a, timings
+    )
+    return json.loads(Path(ev, "score", "summary.json").read_text())
 
 
 def closed_loop(out: str, policy: str, a: argparse.Namespace, timings: dict[str, float]) -> dict:
     """Closed-loop rollouts of held-out episodes (the in-process engine); the drift."""
-    run_job("evaluate", ["closed-loop", "--recipe", a.recipe, "--input", f"{out}/prepared/samples/sft",
-                         "--format", "samples", "--model", f"{out}/{policy}/hf",
-                         "--out", f"{out}/eval-{policy}", "--name", policy,
-                         "--set", f"evaluate.closed_loop.max_episodes={a.loop_episodes}",
-                         "--set", f"evaluate.closed_loop.max_turns={a.loop_turns}"], timings)  # fmt: skip
-    return json.loads(Path(out, f"eval-{policy}", "closed_loop", "drift.json").read_text())
+    ev, samples = f"{out}/eval-{policy}", f"{out}/prepared/samples/sft"
+    evaluate("closed-loop", samples, f"{out}/{policy}/hf", ev, policy, a, timings)
+    return json.loads(Path(ev, "closed_loop", "drift.json").read_text())
 
 
 def ranking(out: str, policy: str, a: argparse.Namespace, timings: dict[str, float]) -> dict:
@@ -186,12 +195,8 @@ def elsewhere(
     run_job("prepare", ["--input", str(REALDATA), "--out", prepared, "--recipe", a.recipe,
                         "--set", "data.progress_bars=False",
                         "--set", "data.max_domain_drop_share=1"], timings)  # fmt: skip
-    common = ["--recipe", a.recipe, "--input", f"{prepared}/samples/sft", "--format", "samples",
-              "--model", model, "--out", ev, "--name", policy]  # fmt: skip
-    run_job("evaluate", ["fidelity", *common], timings)
-    run_job("evaluate", ["closed-loop", *common,
-                         "--set", f"evaluate.closed_loop.max_episodes={a.loop_episodes}",
-                         "--set", f"evaluate.closed_loop.max_turns={a.loop_turns}"], timings)  # fmt: skip
+    for kind in ("fidelity", "closed-loop"):
+        evaluate(kind, f"{prepared}/samples/sft", model, ev, policy, a, timings)
     summary = json.loads(Path(ev, "score", "summary.json").read_text())
     drift = json.loads(Path(ev, "closed_loop", "drift.json").read_text())
     report = json.loads(Path(prepared, "report.json").read_text())
