@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from agentworld.agent.table_metrics import norm_cell, score_table
 from agentworld.agent.tasks import Task
@@ -103,12 +104,55 @@ def _f1s(task: Task, value: float) -> dict[str, float | None]:
     return {"item_f1": value, "row_f1": value} if task.family == "table" else {}
 
 
+class WebState(Protocol):
+    """The web applications' real state after an episode (``RealEnv`` gives it)."""
+
+    def sql(self, db: str, query: str) -> list[tuple]: ...
+
+    def tickets(self) -> list[dict[str, Any]]: ...
+
+
+def _same(got: str | None, want: Any) -> bool:
+    return got is not None and bool(norm_cell(str(want))) and norm_cell(got) == norm_cell(str(want))
+
+
+def check_web(task: Task, answer: str | None, state: WebState) -> Score:
+    """Every check against the application's state as it is now: a question's answer
+    against the served database (or the ticket the helpdesk holds), form work against
+    the tickets the helpdesk actually stored."""
+    got = None if answer is None else answer.strip().strip("'\"").rstrip(".")
+    for check in task.checks:
+        if "sql" in check:
+            rows = state.sql(check["db"], check["sql"])
+            want = rows[0][0] if rows else None
+            if want is None or not _same(got, want):
+                return _binary(False, f"answered {got!r}; the database says {want!r}")
+        elif "ticket_field" in check:
+            held = {t["id"]: t for t in state.tickets()}.get(check["id"], {})
+            want = held.get(check["ticket_field"])
+            if not _same(got, want):
+                return _binary(False, f"answered {got!r}; the helpdesk holds {want!r}")
+        else:
+            fields = check["ticket"]
+            if not any(all(t.get(k) == v for k, v in fields.items()) for t in state.tickets()):
+                return _binary(False, f"the helpdesk holds no ticket with {fields}")
+    return _binary(True, "the application's state matches")
+
+
 def check_real(
-    task: Task, answer: str | None, run_command: Callable[[str], str] | None = None
+    task: Task,
+    answer: str | None,
+    run_command: Callable[[str], str] | None = None,
+    web: WebState | None = None,
 ) -> Score:
     """Score in the real environment: terminal tasks by their end state (each check's
-    command output, run in the episode's own sandbox, must equal its expectation);
-    the others by their answer, which the real tools made checkable."""
+    command output, run in the episode's own sandbox, must equal its expectation), web
+    tasks by the applications' state (``check_web``); the others by their answer,
+    which the real tools made checkable."""
+    if task.family == "web":
+        if web is None:
+            raise ValueError(f"task {task.id}: web checks need the episode's applications")
+        return check_web(task, answer, web)
     if task.family != "terminal" or not task.checks:
         return check_answer(task, answer)
     if run_command is None:

@@ -12,8 +12,8 @@ from agentworld.config import ConfigError, check_positive, check_prompt_style
 from agentworld.model.engine import EngineConfig
 from agentworld.rl.config import LearnerConfig, RLConfig, RolloutConfig
 
-TaskFamily = Literal["search", "table", "terminal", "mcp"]
-FAMILIES: tuple[str, ...] = ("search", "table", "terminal", "mcp")
+TaskFamily = Literal["search", "table", "terminal", "mcp", "web"]
+FAMILIES: tuple[str, ...] = ("search", "table", "terminal", "mcp", "web")
 Variant = Literal["untrained", "sim", "sim_uncontrolled", "real", "cold_sim"]
 VARIANTS: tuple[str, ...] = ("untrained", "sim", "sim_uncontrolled", "real", "cold_sim")
 PERTURBATIONS: tuple[str, ...] = ("tool_errors", "paginate", "hide_fields")
@@ -100,6 +100,11 @@ class SimConfig:
     """Apply each task's perturbations (tool errors, pagination, hidden fields)."""
     batch_wait_s: float = 0.005
     """How long the engine's batcher waits for more concurrent requests."""
+    start_early: bool = True
+    """``engine`` backend: start the engine in a background thread as the run begins, so
+    that its start-up (about 30 s of a 2-core machine) overlaps the agents' workers
+    starting and the demonstration fit; False starts it on first use (a run short of
+    memory then holds it only while a simulated step needs it)."""
     prompt_style: Literal["native", "awb"] = "native"
     """How the ``engine`` backend renders a session: ``native`` (this project's models) or
     ``awb`` (the reference's format, for its released model; see

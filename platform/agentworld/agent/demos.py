@@ -37,11 +37,16 @@ def conversation_transcript(
     return tr
 
 
-def trajectory_transcripts(records: Iterable, renderer: Renderer) -> list[Transcript]:
-    """Transcripts of collected trajectories whose domain the agent acts in."""
+def trajectory_transcripts(
+    records: Iterable, renderer: Renderer, domains: Iterable[str] | None = None
+) -> list[Transcript]:
+    """Transcripts of collected trajectories whose domain the agent acts in (of
+    ``domains``, the tasks' domains, when given: a run tasked on terminal alone does not
+    fit MCP sessions, whose tool lists are 1-3k tokens, every row padded to them)."""
+    keep = set(INSTRUCTIONS) & set(INSTRUCTIONS if domains is None else domains)
     out = []
     for traj in records:
-        if traj.domain not in INSTRUCTIONS or not traj.turns:
+        if traj.domain not in keep or not traj.turns:
             continue
         actions = [t.action for t in traj.turns]
         observations = [t.observation for t in traj.turns]

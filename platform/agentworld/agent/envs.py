@@ -30,6 +30,7 @@ from agentworld.collect.episode import make_environment
 from agentworld.collect.os import actions as os_actions
 from agentworld.collect.shell import SessionDead
 from agentworld.collect.terminal.env import first_command
+from agentworld.collect.web.actions import ActionError, parse_action, render_action
 
 Step = tuple[str, float, bool, bool, dict[str, Any]]
 DATA_RULE = (
@@ -53,6 +54,12 @@ def canonical_action(domain: str, text: str) -> str:
         return first_command(text)
     if domain == "os":
         return os_actions.canonical_action(text)
+    if domain == "web":
+        try:
+            name, args = parse_action(text.strip())
+        except ActionError:
+            return text.strip()
+        return render_action(name, **args)
     return parse_tool_call(text).text
 
 
@@ -175,6 +182,10 @@ class RealEnv(AgentEnv):
         return turn.observation, {"action": parsed.text, "env_ended": self.env.ended}
 
     def score(self, answer: str | None) -> Score:
+        if self.task.family == "web":
+            if self.env is None:
+                return Score(reward=0.0, success=False, detail="no application to check")
+            return check_real(self.task, answer, web=_WebApps(self.env))
         if self.task.family != "terminal" or not self.task.checks:
             return check_real(self.task, answer)
         if self.env is None or self.env.ended:
@@ -189,6 +200,20 @@ class RealEnv(AgentEnv):
     def close(self) -> None:
         self._finish()
         self.workspace.close()
+
+
+class _WebApps:
+    """``checkers.WebState`` of an episode's web environment: its database files and
+    its helpdesk, read after the agent acted."""
+
+    def __init__(self, env: Any) -> None:
+        self.env = env
+
+    def sql(self, db: str, query: str) -> list[tuple]:
+        return self.env.query_database(db, query)
+
+    def tickets(self) -> list[dict[str, Any]]:
+        return self.env.helpdesk_tickets()
 
 
 class Describer:

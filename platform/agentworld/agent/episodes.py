@@ -147,11 +147,22 @@ def run_episodes(
     return eps
 
 
-def replay(env: AgentEnv, task: Task, actions: Sequence[str], *, seed: int = 0) -> Episode:
-    """The given actions, in order, in ``env`` (no model): WM2Real, demonstrations, speed."""
+def replay(
+    env: AgentEnv,
+    task: Task,
+    actions: Sequence[str],
+    *,
+    seed: int = 0,
+    resolve: Callable[[Task, str, str], str] | None = None,
+) -> Episode:
+    """The given actions, in order, in ``env`` (no model): WM2Real, demonstrations, speed.
+    ``resolve(task, action, page)``: an oracle's action made concrete against the page
+    the environment last showed (``webtasks.oracle_action``: element ids)."""
     text, _ = env.reset(task, seed)
     ep = Episode(task=task, mode=env.mode, seed=seed, environment=text)
     for action in actions:
+        if resolve is not None:
+            action = resolve(task, action, ep.observations[-1] if ep.observations else text)
         out, seconds = _timed_step(env, action)
         if _record(ep, action, out, seconds):
             return ep

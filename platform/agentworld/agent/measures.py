@@ -12,6 +12,7 @@ from typing import Any
 from agentworld.agent.envs import AgentEnv
 from agentworld.agent.episodes import Episode, replay
 from agentworld.agent.tasks import Task
+from agentworld.agent.webtasks import oracle_action
 
 
 def summarize(episodes: Sequence[Episode]) -> dict[str, dict[str, Any]]:
@@ -88,7 +89,10 @@ def steps_per_second(
     for i in range(0, len(work), len(envs)):
         chunk = work[i : i + len(envs)]
         eps = list(
-            pool.map(lambda je: replay(je[1], je[0][0], je[0][1]), zip(chunk, envs, strict=False))
+            pool.map(
+                lambda je: replay(je[1], je[0][0], je[0][1], resolve=oracle_action),
+                zip(chunk, envs, strict=False),
+            )
         )
         done += sum(e.steps for e in eps)
         env_s += max(e.env_s for e in eps)

@@ -21,6 +21,8 @@ INSTRUCTIONS = {
     "terminal": "Reply with exactly one shell command.",
     "search": 'Reply with exactly one tool call as JSON: {"name": ..., "arguments": {...}}.',
     "mcp": 'Reply with exactly one tool call as JSON: {"name": ..., "arguments": {...}}.',
+    "web": "Reply with exactly one browser action, such as click('12') or fill('31', "
+    "'text'): the number is the id in brackets before the element on the page.",
 }
 
 

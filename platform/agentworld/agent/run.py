@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import os
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from agentworld.agent.demos import (
@@ -38,6 +38,7 @@ from agentworld.agent.probes import run_probes
 from agentworld.agent.report import write_report
 from agentworld.agent.tasks import read_tasks, write_tasks
 from agentworld.agent.tasksets import generate_tasks
+from agentworld.agent.webtasks import oracle_action
 from agentworld.agent.world import ConsistentWorld, EngineWorld, ServeWorld
 from agentworld.console import say
 from agentworld.io import (
@@ -143,7 +144,8 @@ def demonstrations(ctx: Context) -> tuple[list[Any], float]:
 
     out = []
     if ctx.job.data:
-        out += trajectory_transcripts(read_records(ctx.job.data).records, ctx.renderer)
+        records = read_records(ctx.job.data).records
+        out += trajectory_transcripts(records, ctx.renderer, {t.domain for t in ctx.tasks})
     oracle = _replay_oracles(ctx, ctx.train_tasks)
     out += [episode_transcript(ep, ctx.renderer) for ep in oracle]
     _jsonl(join(ctx.job.out, "episodes", "oracle-real.jsonl"), [e.to_dict() for e in oracle])
@@ -164,7 +166,8 @@ def _replay_oracles(ctx: Context, tasks: list[Any]) -> list[Any]:
         chunk = solved[i : i + len(envs)]
         oracle += list(
             ctx.pool.map(
-                lambda te: replay(te[1], te[0], te[0].solution), zip(chunk, envs, strict=False)
+                lambda te: replay(te[1], te[0], te[0].solution, resolve=oracle_action),
+                zip(chunk, envs, strict=False),
             )
         )
     return oracle
@@ -338,6 +341,12 @@ class Context:
         self.pool = ThreadPoolExecutor(self.cfg.concurrency)
         self._world = world
         self.own_world = world is None
+        self._starting: Future | None = None
+        if self.own_world and self.cfg.sim.backend == "engine" and self.cfg.sim.start_early:
+            # Every run steps the simulator (steps/s at least): start it now, beside the
+            # tasks, the workers and the demonstration fit, rather than after them.
+            self._starter = ThreadPoolExecutor(1, thread_name_prefix="world-start")
+            self._starting = self._starter.submit(start_world, job)
         self.describe = Describer()
         self.real = EnvPool(self.make_real)
         self.sim = {
@@ -353,14 +362,17 @@ class Context:
 
     @property
     def world(self) -> Any:
-        """The simulator, started on first use: a run whose agents and measures never
-        step it (no sim variant, no probes) does not hold its engine's memory."""
+        """The simulator: the engine started in the background as the run began
+        (``sim.start_early``), or started here on first use."""
         if self._world is None:
-            self._world = start_world(self.job)
+            self._world = self._starting.result() if self._starting else start_world(self.job)
         return self._world
 
     @property
     def world_started(self) -> bool:
+        started = self._starting
+        if self._world is None and started and started.done() and not started.exception():
+            self._world = started.result()
         return self._world is not None
 
     def make_real(self):
@@ -396,6 +408,10 @@ class Context:
         for p in (self.real, *self.sim.values()):
             p.close()
         self.describe.close()
+        if self._starting is not None:
+            self._starter.shutdown(wait=True)
+            if self._world is None and self._starting.exception() is None:
+                self._world = self._starting.result()  # started, never used: shut it down
         if self.own_world and self._world is not None:
             self._world.close()
 

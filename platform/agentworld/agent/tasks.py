@@ -8,6 +8,7 @@ One task per line::
      "table": {"columns": [...], "unique": [...], "rows": [[...]],
                "metrics": {"col": {"metric": "number", "tolerance": 0.0}}},   # table
      "checks": [{"command": "cat answer.txt", "expect": "7"}],               # terminal
+     "checks": [{"sql": "select ...", "db": "shop"}, {"ticket": {...}}],     # web
      "facts": ["..."],                  # reference facts: the simulator's world_facts
      "perturbations": {"tool_errors": [...], "paginate": {"page_size": 2}, "hide_fields": [...]},
      "state": {...},                    # the real environment's initial state
@@ -25,7 +26,13 @@ from typing import Any
 from agentworld.agent.config import FAMILIES, PERTURBATIONS
 from agentworld.io import read_bytes, write_bytes
 
-DOMAIN_OF = {"search": "search", "table": "search", "terminal": "terminal", "mcp": "mcp"}
+DOMAIN_OF = {
+    "search": "search",
+    "table": "search",
+    "terminal": "terminal",
+    "mcp": "mcp",
+    "web": "web",
+}
 ANSWER_PREFIX = "ANSWER:"
 CELL_METRICS = ("exact", "number")
 
@@ -57,7 +64,9 @@ class Task:
     split: str = "train"
     answer: str | None = None
     table: Table | None = None
-    checks: tuple[dict[str, str], ...] = ()
+    checks: tuple[dict[str, Any], ...] = ()
+    """Checks of the real end state: terminal ``{command, expect}``; web ones are
+    ``agentworld.agent.webtasks``'s (a query on the served database, a stored ticket)."""
     facts: tuple[str, ...] = ()
     perturbations: dict[str, Any] = field(default_factory=dict)
     state: dict[str, Any] = field(default_factory=dict)
@@ -155,15 +164,33 @@ def _parse_table(t: Any, where: str) -> Table:
     return Table(columns=columns, unique=unique, rows=rows, metrics=metrics)
 
 
-def _parse_checks(checks: Any, where: str) -> list[dict[str, str]]:
+def _parse_checks(checks: Any, where: str) -> list[dict[str, Any]]:
     if not isinstance(checks, list):
         raise TaskError(where, "checks", "must be a list")
     out = []
     for i, c in enumerate(checks):
-        if not isinstance(c, dict) or not isinstance(c.get("command"), str) or "expect" not in c:
-            raise TaskError(where, f"checks[{i}]", "must be {command: str, expect: str}")
-        out.append({"command": c["command"], "expect": str(c["expect"])})
+        if isinstance(c, dict) and isinstance(c.get("command"), str) and "expect" in c:
+            out.append({"command": c["command"], "expect": str(c["expect"])})
+        elif _web_check(c):
+            out.append(dict(c))
+        else:
+            raise TaskError(
+                where,
+                f"checks[{i}]",
+                "must be {command: str, expect: str}, {sql: str, db: str}, "
+                "{ticket_field: str, id: int} or {ticket: {field: value}}",
+            )
     return out
+
+
+def _web_check(c: Any) -> bool:
+    if not isinstance(c, dict):
+        return False
+    if set(c) == {"sql", "db"}:
+        return isinstance(c["sql"], str) and isinstance(c["db"], str)
+    if set(c) == {"ticket_field", "id"}:
+        return isinstance(c["ticket_field"], str) and isinstance(c["id"], int)
+    return set(c) == {"ticket"} and isinstance(c["ticket"], dict) and bool(c["ticket"])
 
 
 def _parse_perturbations(p: Any, where: str) -> dict[str, Any]:

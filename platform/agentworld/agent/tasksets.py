@@ -7,7 +7,9 @@ reference facts, perturbations and an oracle solution; a stable held-out split.
 - terminal: a question about data.csv whose answer goes to answer.txt (gold computed
   here; checked in the sandbox);
 - mcp: time conversions and repository questions whose gold answers are computed
-  through the real mcp-server-time and mcp-server-git.
+  through the real mcp-server-time and mcp-server-git;
+- web: Datasette questions and helpdesk form work in real Chromium, checked on the
+  applications' state (``agentworld.agent.webtasks``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from collections.abc import Callable
 
 from agentworld.agent.config import TasksConfig
 from agentworld.agent.tasks import ANSWER_PREFIX, Table, Task
+from agentworld.agent.webtasks import web_task
 from agentworld.collect.env import Action
 from agentworld.collect.mcp.playbooks import ZONES, _repo
 from agentworld.collect.playbook import words
@@ -255,8 +258,8 @@ def held_out(key: str, fraction: float) -> bool:
 def split_key(task: Task) -> str:
     """What the held-out hash reads: the target for search (the document) and table
     (the module) tasks, so that no target is on both sides and a held-out task cannot
-    be solved by remembering a training one; the id for the others (their data are
-    drawn per task)."""
+    be solved by remembering a training one; the id for the others (their data, a web
+    task's database or tickets among them, are drawn per task)."""
     if task.family == "search":
         return f"search:{task.answer}"
     if task.family == "table":
@@ -295,9 +298,12 @@ def generate_tasks(
                     raise ValueError("the mcp family needs the real servers to compute its answers")
                 tasks.append(mcp_task(rng, i, cfg.seed, oracle))
             else:
-                make = {"search": search_task, "table": table_task, "terminal": terminal_task}[
-                    family
-                ]
+                make = {
+                    "search": search_task,
+                    "table": table_task,
+                    "terminal": terminal_task,
+                    "web": web_task,
+                }[family]
                 tasks.append(make(rng, i, cfg.seed))
         out += _split(tasks, cfg.eval_fraction)
     return out

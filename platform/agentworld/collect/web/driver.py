@@ -9,6 +9,7 @@ the agent sees it: URL, title and the accessibility tree (see axtree.py).
 Requests: {"op": "reset", "datasette": [...files], "settings": {...}, "helpdesk": path,
 "url": start}; {"op": "act", "name": ..., "args": {...}}; {"op": "close"}. Answers:
 {"url", "title", "tree", "nodes", "error"} (error: the browser's own message, or null).
+{"op": "state"} answers {"tickets": [...]} (the helpdesk's, or null): the checkers'.
 Standard library, Playwright, Datasette and uvicorn only: nothing of agentworld is
 visible inside the sandbox except this folder.
 """
@@ -198,6 +199,13 @@ def error_text(e: BaseException) -> str:
 
 def handle(request: dict[str, Any], apps: Apps, browser: Browser) -> dict[str, Any]:
     error = None
+    if request["op"] == "state":
+        # The helpdesk's tickets as it holds them now (what a checker reads).
+        if apps.helpdesk is None:
+            return {"tickets": None}
+        app = apps.helpdesk.app
+        with app.lock:
+            return {"tickets": json.loads(json.dumps(list(app.tickets.values())))}
     if request["op"] == "reset":
         apps.start(request)
         browser.new_context()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+import sqlite3
 import time
 from typing import Any
 
@@ -88,6 +89,7 @@ class WebEnvironment(Environment):
         self.session.episodes += 1
         site_dir = os.path.join(self.session_home, f"site-{self.session.episodes:04d}")
         files = write_site(task.state, site_dir)
+        self.site_dir = site_dir
         inside = os.path.join(SANDBOX_HOME, os.path.basename(site_dir))
         request = {
             "op": "reset",
@@ -150,6 +152,22 @@ class WebEnvironment(Environment):
             duration_s=round(time.monotonic() - t0, 4),
             metadata=meta,
         )
+
+    def query_database(self, name: str, query: str) -> list[tuple]:
+        """Rows of ``query`` on the episode's database ``name``, the file Datasette
+        serves (read-only: Datasette opened it immutable)."""
+        path = os.path.join(self.site_dir, f"{name}.db")
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"the episode serves no database {name!r}")
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            return con.execute(query).fetchall()
+        finally:
+            con.close()
+
+    def helpdesk_tickets(self) -> list[dict[str, Any]]:
+        """The tickets the episode's helpdesk holds now (its posts included)."""
+        return self._call({"op": "state"})["tickets"] or []
 
     def outcome(self):
         expected = self.task.state.get("answer")

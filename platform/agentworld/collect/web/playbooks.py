@@ -341,12 +341,9 @@ def tickets_search(rng: random.Random) -> Task:
 
 def new_ticket(rng: random.Random) -> Task:
     data = sites.helpdesk(rng)
-    who = sites.person(rng)
-    email = f"{who.split()[0].lower()}@{rng.choice(['acme', 'globex'])}.com"
-    title = rng.choice(sites.TITLES).format(
-        n=rng.randint(2, 9), app=rng.choice(sites.APPS), thing=rng.choice(sites.THINGS)
-    )
-    category, priority = rng.choice(data["categories"]), rng.choice(["low", "high", "urgent"])
+    req = sites.ticket_request(rng, data)
+    who, email, title = req["who"], req["email"], req["title"]
+    category, priority = req["category"], req["priority"]
     mistakes = rng.sample(["email", "title", "category"], rng.choice([0, 1, 1]))
     new_id = len(data["tickets"]) + 1
 

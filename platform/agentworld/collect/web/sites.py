@@ -234,6 +234,18 @@ def helpdesk(rng: random.Random) -> dict[str, Any]:
     }
 
 
+def ticket_request(rng: random.Random, data: dict[str, Any]) -> dict[str, str]:
+    """A new ticket someone asks for on the helpdesk ``data``: who, their email, the
+    title, one of its categories and a priority."""
+    who = person(rng)
+    email = f"{who.split()[0].lower()}@{rng.choice(['acme', 'globex'])}.com"
+    title = rng.choice(TITLES).format(
+        n=rng.randint(2, 9), app=rng.choice(APPS), thing=rng.choice(THINGS)
+    )
+    category, priority = rng.choice(data["categories"]), rng.choice(["low", "high", "urgent"])
+    return {"who": who, "email": email, "title": title, "category": category, "priority": priority}
+
+
 def write_database(spec: dict[str, Any], path: str) -> None:
     con = sqlite3.connect(path)
     try:
