@@ -63,6 +63,7 @@ def overrides(a: argparse.Namespace) -> list[str]:
         f"rl.group_size={a.group}",
         "rl.rollout.max_new_tokens=64",
         f"rl.rollout.temperature={a.rl_temperature}",
+        f"rl.learner.learning_rate={a.rl_lr}",
         "limits.max_turns=3",
         f"concurrency={a.concurrency}",
         f"speed_steps={a.speed_steps}",
@@ -143,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--demo_batch", type=int, default=8)
     p.add_argument("--rl_steps", type=int, default=5)
     p.add_argument("--rl_temperature", type=float, default=0.6)
+    p.add_argument("--rl_lr", type=float, default=1e-3, help="the RL steps' learning rate")
     p.add_argument("--contexts", type=int, default=4)
     p.add_argument("--group", type=int, default=4)
     p.add_argument("--concurrency", type=int, default=4)

@@ -30,6 +30,23 @@ from agentworld.collect.os.env import desktop_installed
 
 JOBS, DOMAINS = os.path.dirname(os.path.abspath(__file__)), "terminal,mcp,swe,search,web"
 SKIPPABLE = ("rl", "serve", "agent")
+# The agent stage at the size of a demo (at most 2 minutes of an idle 2-core machine;
+# the full comparison is bench/bench_agents.py). Terminal alone: its demonstrations are
+# about 330 tokens (MCP sessions 1-3k, every row of a batch padded to the longest) and its
+# sandbox steps cost milliseconds. 80 tasks hold 15 out; 60 demonstration steps took the
+# held-out oracle actions' NLL from 6.9 to 0.31 and the agent to 40% [13, 67] of them,
+# the figure that carries signal at this size; two GRPO steps per RL agent show the loop
+# running (their comparisons hold 0). Measured alone: 180 s at load 20-32, the workers'
+# start 78 s of it (the former four-family size: 184 s on a quiet machine, 285 s loaded).
+AGENT = (
+    "agent.tasks.families=('terminal',)",
+    "agent.tasks.per_family=80",
+    "agent.demo_steps=60",
+    "agent.rl.max_steps=2",
+    "agent.rl.rollout.temperature=0.6",
+    "agent.limits.max_turns=3",
+    "agent.nll_tasks=8",
+)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -58,6 +75,13 @@ def config_args(args: argparse.Namespace) -> tuple[str, ...]:
     return ("--recipe", args.recipe, *(a for i in [*items, *args.set] for a in ("--set", i)))
 
 
+def agent_args(args: argparse.Namespace) -> tuple[str, ...]:
+    """The agent stage's size (``AGENT``); the user's own ``--set agent.*`` items, which
+    ``config_args`` places before these, are applied again after them and win."""
+    mine = [item for item in args.set if item.startswith("agent.")]
+    return tuple(a for item in [*AGENT, *mine] for a in ("--set", item))
+
+
 def policy_dir(args: argparse.Namespace) -> str:
     """The export the demo evaluates and serves: RL's, or SFT's when RL is skipped."""
     return f"{args.out.rstrip('/')}/{'sft' if args.skip_rl else 'rl'}/hf"
@@ -80,8 +104,8 @@ def plan(args: argparse.Namespace) -> list:
         ("evaluate", f"{out}/eval/score", ("fidelity", *cfg, "--input", f"{out}/prepared/samples/sft",
                                            "--format", "samples", "--model", policy, "--out", f"{out}/eval")),
         ("serve", f"{out}/serve", ("--model", policy, "--smoke", "--out", f"{out}/serve", *cfg)),
-        ("agent", f"{out}/agent", ("train", *cfg, "--world-model", policy, "--data", f"{out}/raw",
-                                   "--out", f"{out}/agent")),
+        ("agent", f"{out}/agent", ("train", *cfg, *agent_args(args), "--world-model", policy,
+                                   "--data", f"{out}/raw", "--out", f"{out}/agent")),
     ]  # fmt: skip
     skipped = {name for name in SKIPPABLE if getattr(args, f"skip_{name}")}
     return [Stage(name=n, done_url=d, argv=a) for n, d, a in plan if n not in skipped]

@@ -10,6 +10,7 @@ from agentworld.agent.intervals import (
     comparisons,
     entry,
     interval_text,
+    learned_lines,
     paired,
 )
 from agentworld.agent.report import markdown
@@ -103,3 +104,19 @@ def test_the_demo_report_shows_the_intervals_and_which_comparisons_carry_signal(
         n.startswith("RL in real vs untrained, terminal") and n.endswith(": signal")
         for n in s.notes
     )
+
+
+def test_learned_lines_name_only_successes_whose_interval_is_above_zero():
+    report = {
+        "intervals": {
+            "untrained": agent_intervals(rows([1] * 6 + [0] * 9)),
+            "real": agent_intervals(rows([1] + [0] * 14)),
+        },
+        "agents": {"untrained": {"heldout_nll_init": 6.9, "heldout_nll": 0.31}},
+    }
+    lines = learned_lines(report)
+    assert len(lines) == 2
+    assert lines[0].startswith("- untrained solves 40.0 [") and "terminal" in lines[0]
+    assert "6.90 from the world-model checkpoint, 0.31 after" in lines[1]
+    # One success in 15 can come from nothing: its interval reaches 0, so no line.
+    assert not any(line.startswith("- real") for line in lines)

@@ -109,3 +109,26 @@ def comparison_lines(report: dict[str, Any]) -> list[str]:
                 f"over {e['n']} tasks: {verdict}"
             )
     return lines
+
+
+def learned_lines(report: dict[str, Any]) -> list[str]:
+    """What the agents learned at all, which can carry signal where no comparison
+    between them does: each agent and family whose held-out success interval lies
+    above zero, and the demonstrations' effect on the held-out oracle actions' NLL."""
+    lines = []
+    for name, fams in report.get("intervals", {}).items():
+        for family, e in fams.items():
+            s = e.get("success") or {}
+            if family != "all" and s.get("ci95") and s["ci95"][0] > 0:
+                lines.append(
+                    f"- {name} solves {interval_text(s)} % of {s['n']} held-out {family} "
+                    "tasks in the real environment: above zero (signal)"
+                )
+    first = next(iter(report.get("agents", {}).values()), {})
+    before, after = first.get("heldout_nll_init"), first.get("heldout_nll")
+    if before is not None and after is not None:
+        lines.append(
+            f"- held-out oracle actions' NLL: {before:.2f} from the world-model checkpoint, "
+            f"{after:.2f} after the demonstrations ({next(iter(report['agents']))})"
+        )
+    return lines

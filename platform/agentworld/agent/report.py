@@ -10,7 +10,7 @@ import os
 import tempfile
 from typing import Any
 
-from agentworld.agent.intervals import comparison_lines, interval_text
+from agentworld.agent.intervals import comparison_lines, interval_text, learned_lines
 from agentworld.io import join, write_bytes
 from agentworld.io.storage import copy_local_dir_to
 
@@ -81,6 +81,10 @@ def markdown(report: dict[str, Any]) -> str:
         "## Agents on held-out tasks (real environment)",
         "",
         *_agents_table(report["agents"]),
+        "",
+        "## What carries signal at this size",
+        "",
+        *(learned_lines(report) or ["- no agent's held-out success interval lies above zero"]),
         "",
         "## Comparisons (paired by task, 95% bootstrap interval)",
         "",

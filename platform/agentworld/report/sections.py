@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from agentworld.agent.intervals import comparison_lines, interval_text
+from agentworld.agent.intervals import comparison_lines, interval_text, learned_lines
 from agentworld.evaluate.report import check_rows, pooled_checks
 from agentworld.evaluate.score import margin_text
 from agentworld.io import exists, join, read_bytes, read_manifest
@@ -337,6 +337,10 @@ def agent_section(run: str, found: dict[str, dict | None]) -> Section:
                "row F1"], rows,
               "Every agent evaluated on held-out tasks in the REAL environment.")
     )  # fmt: skip
+    learned = learned_lines(report)
+    if learned:
+        s.notes.append("What carries signal at this size, beside the comparisons below:")
+        s.notes += [x.removeprefix("- ") for x in learned]
     lines = comparison_lines(report)
     if lines:
         signal = [x for x in lines if x.endswith(": signal")]
@@ -349,7 +353,8 @@ def agent_section(run: str, found: dict[str, dict | None]) -> Section:
     s.notes.append(
         f"World model: {report.get('world_model', '-')}. The full comparison (controlled vs "
         f"uncontrolled simulation, warm vs cold start, WM2Real, steps/s, injection probes) "
-        f"is in {join(run, 'agent', 'report.md')}."
+        f"is in {join(run, 'agent', 'report.md')}; at a size where learning shows, in "
+        "bench/bench_agents.py (bench/results/agents.json)."
     )
     s.figures += [(name, name.removesuffix(".png").replace("_", " ")) for name in AGENT_PNGS]
     if found.get("agent") is None:
