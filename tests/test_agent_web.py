@@ -110,3 +110,23 @@ def test_each_kind_passes_its_oracle_in_chromium_and_fails_undone(tasks, web_env
         bad = replay(web_env, task, wrong, resolve=oracle_action)
         assert not bad.success, (kind, bad.score)
         assert "holds" in bad.score["detail"] or "database says" in bad.score["detail"]
+
+
+def test_a_web_run_without_a_browser_stops_before_any_work(monkeypatch, tmp_path):
+    import dataclasses
+
+    from agentworld.agent.run import load_tasks
+    from agentworld.collect.web.env import BrowserUnavailable
+    from agentworld.config import set_overrides
+    from agentworld.recipes import get_recipe
+    from agentworld.recipes.jobs import agent_job
+
+    recipe = get_recipe("debug_cpu")
+    recipe = dataclasses.replace(
+        recipe, agent=set_overrides(recipe.agent, ["tasks.families=('terminal','web')"])
+    )
+    job = agent_job(recipe, command="train", out=str(tmp_path / "out"), world_model="unused")
+    monkeypatch.setenv("PATH", str(tmp_path))  # no chromium here
+    monkeypatch.setenv("PLAYWRIGHT_BROWSERS_PATH", str(tmp_path))
+    with pytest.raises(BrowserUnavailable, match="apt-get install -y chromium"):
+        load_tasks(job)

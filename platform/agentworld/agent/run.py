@@ -40,6 +40,7 @@ from agentworld.agent.tasks import read_tasks, write_tasks
 from agentworld.agent.tasksets import generate_tasks
 from agentworld.agent.webtasks import oracle_action
 from agentworld.agent.world import ConsistentWorld, EngineWorld, ServeWorld
+from agentworld.collect.web.env import find_browser
 from agentworld.console import say
 from agentworld.io import (
     is_complete,
@@ -420,6 +421,8 @@ def load_tasks(job: AgentJob) -> list[Any]:
     tc = job.cfg.tasks
     if tc.task_file:
         return read_tasks(tc.task_file)
+    if "web" in tc.families:
+        find_browser()  # BrowserUnavailable says how to get Chromium, before any work
     oracle = RealOracle() if "mcp" in tc.families else None
     try:
         return generate_tasks(tc, oracle)
