@@ -3,10 +3,10 @@ learner rank, the two actor groups, and the weight sync between them. Everything
 touches Ray in the RL stage lives here; the algorithm (``loop``, ``loss``, ``rewards``)
 calls the groups' plain methods.
 
-Weight sync: learner rank 0 puts the full weights (checkpoint layout) into the Ray
-object store once; every rollout engine pulls them from there (on its own node) and
-loads them into its running vLLM model; the sync succeeds only when every engine reports
-the new weight version.
+Weight sync: learner rank 0 puts the full weights (checkpoint layout, one safetensors
+blob) into the Ray object store once; every rollout engine pulls them from there (on its
+own node) and loads them into its running vLLM model; the sync succeeds only when every
+engine reports the new weight version.
 
 Every wait on the actors is bounded (``rl.call_timeout_s``, ``rl.weight_sync_timeout_s``)
 and fails fast: a rank that raised leaves its peers blocked in a collective, so the first

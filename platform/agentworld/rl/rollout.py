@@ -5,12 +5,13 @@ the agent's episodes are on their first turn) go to vLLM as one request for all 
 samples, so that the shared prompt is computed once, not once per sibling.
 
 vLLM V1 runs the model in an EngineCore process (and a worker process under it), so
-new weights cannot be copied into the module from here. The tensors (checkpoint names
-and layout) are written as safetensors to a node-local directory (``/dev/shm`` where
-there is one) and every worker is told over ``collective_rpc`` to load them into the
-running model (``WeightSyncExtension``, vLLM's worker-extension hook); the prefix cache,
-computed with the old weights, is dropped; the engine's weight version is set and read
-back. Used as a Ray actor by ``agentworld.rl.placement``; knows nothing of Ray.
+new weights cannot be copied into the module from here. The learner's safetensors blob
+(checkpoint names and layout) is written as it is to a node-local directory
+(``/dev/shm`` where there is one) and every worker is told over ``collective_rpc`` to
+load it into the running model (``WeightSyncExtension``, vLLM's worker-extension
+hook); the prefix cache, computed with the old weights, is dropped; the engine's weight
+version is set and read back. Used as a Ray actor by ``agentworld.rl.placement``;
+knows nothing of Ray.
 """
 
 from __future__ import annotations
@@ -21,8 +22,6 @@ import tempfile
 import time
 from dataclasses import dataclass
 from typing import Any
-
-from safetensors.torch import save_file
 
 from agentworld.model import local_model_dir
 from agentworld.rl.config import RolloutConfig
@@ -152,13 +151,15 @@ class RolloutEngine:
             token_ids=tuple(o.token_ids), text=text, finished=o.finish_reason == "stop"
         )
 
-    def load_weights(self, state: dict[str, Any], version: int) -> int:
-        """Load ``state`` (checkpoint-format names -> tensors) into the running model and
-        return the weight version the engine reports afterwards."""
+    def load_weights(self, blob: bytes, version: int) -> int:
+        """Load ``blob`` (checkpoint-format weights as safetensors bytes, the learner's
+        ``weights()``) into the running model and return the weight version the engine
+        reports afterwards."""
 
         t0 = time.perf_counter()
         path = os.path.join(self._weights_dir, "model.safetensors")
-        save_file({k: v.contiguous() for k, v in state.items()}, path)
+        with open(path, "wb") as f:
+            f.write(blob)
         t1 = time.perf_counter()
         self.llm.collective_rpc("load_weights_from", args=(self._weights_dir,))
         t2 = time.perf_counter()

@@ -22,8 +22,14 @@ _SHARED = {"shared_experts": "shared_expert", "shared_experts_gate": "shared_exp
 _KEPT_FILES = ("preprocessor_config.json", "video_preprocessor_config.json")
 
 
+GATHER_BUCKET_BYTES = 1 << 30
+"""Full-size bytes of ZeRO-3 partitions gathered at once: the whole model in one
+collective where it is smaller, a bounded extra peak on every rank where it is larger."""
+
+
 def _gathered(params: list) -> contextlib.AbstractContextManager:
-    """ZeRO-3 partitions parameters across ranks; gather them for reading (collective)."""
+    """ZeRO-3 partitions parameters across ranks; gather them for reading (collective:
+    one coalesced all-gather for the whole list)."""
     if not any(hasattr(p, "ds_id") for p in params):
         return contextlib.nullcontext()
     import deepspeed
@@ -31,14 +37,43 @@ def _gathered(params: list) -> contextlib.AbstractContextManager:
     return deepspeed.zero.GatheredParameters(params, modifier_rank=None)
 
 
-def _all_experts(tensor, group):
-    """Concatenate this rank's expert slice (E_local, ...) with the other EP ranks'."""
+def _full_bytes(param) -> int:
+    # A ZeRO-3 partition's numel() is its local share; ds_numel is the whole tensor's.
+    return getattr(param, "ds_numel", param.numel()) * param.element_size()
+
+
+def _buckets(named: list[tuple[str, Any]], max_bytes: int) -> list[list[tuple[str, Any]]]:
+    """Consecutive runs of ``named`` parameters of at most ``max_bytes`` in all (a larger
+    parameter alone)."""
+    buckets: list[list[tuple[str, Any]]] = []
+    size = max_bytes
+    for name, param in named:
+        n = _full_bytes(param)
+        if size + n > max_bytes:
+            buckets.append([])
+            size = 0
+        buckets[-1].append((name, param))
+        size += n
+    return buckets
+
+
+def _all_experts(tensors: list, group) -> list:
+    """Each of ``tensors`` (E_local, ...) joined with the other EP ranks' slices along
+    dim 0, in rank order: one all_gather of their flat concatenation, not one per tensor."""
     import torch
     import torch.distributed as dist
 
-    parts = [torch.empty_like(tensor) for _ in range(dist.get_world_size(group))]
-    dist.all_gather(parts, tensor.contiguous(), group=group)
-    return torch.cat(parts)
+    world = dist.get_world_size(group)
+    if world == 1:
+        return [t.detach().clone() for t in tensors]
+    flat = torch.cat([t.detach().reshape(-1) for t in tensors])
+    parts = [torch.empty_like(flat) for _ in range(world)]
+    dist.all_gather(parts, flat, group=group)
+    out, start = [], 0
+    for t in tensors:
+        out.append(torch.cat([p[start : start + t.numel()].view(t.shape) for p in parts]))
+        start += t.numel()
+    return out
 
 
 def _moe_state(prefix: str, layer) -> dict[str, Any]:
@@ -47,35 +82,40 @@ def _moe_state(prefix: str, layer) -> dict[str, Any]:
     shared expert and its gate (replicated on every rank)."""
     import torch
 
-    params = [layer.router.gate.weight, layer.experts.w1, layer.experts.w2, layer.experts.w3]
-    with _gathered(params):
-        w1, w2, w3 = (_all_experts(w.detach(), layer.ep_group) for w in params[1:])
-        gate = params[0].detach().clone()
-    state = {
-        f"{prefix}.gate.weight": gate,
-        f"{prefix}.experts.gate_up_proj": torch.cat([w1, w3], dim=1),
-        f"{prefix}.experts.down_proj": w2,
-    }
-    for attr, hf_name in _SHARED.items():
-        shared = getattr(layer, attr, None)
-        for name, param in shared.named_parameters() if shared is not None else ():
-            with _gathered([param]):
-                state[f"{prefix}.{hf_name}.{name}"] = param.detach().clone()
+    experts = [layer.experts.w1, layer.experts.w2, layer.experts.w3]
+    shared = [
+        (f"{prefix}.{hf_name}.{name}", param)
+        for attr, hf_name in _SHARED.items()
+        if getattr(layer, attr, None) is not None
+        for name, param in getattr(layer, attr).named_parameters()
+    ]
+    with _gathered([layer.router.gate.weight, *experts, *(p for _, p in shared)]):
+        w1, w2, w3 = _all_experts(experts, layer.ep_group)
+        state = {
+            f"{prefix}.gate.weight": layer.router.gate.weight.detach().clone(),
+            f"{prefix}.experts.gate_up_proj": torch.cat([w1, w3], dim=1),
+            f"{prefix}.experts.down_proj": w2,
+        }
+        state.update((name, param.detach().clone()) for name, param in shared)
     return state
 
 
-def full_state_dict(module) -> dict[str, Any]:
+def full_state_dict(module, *, bucket_bytes: int = GATHER_BUCKET_BYTES) -> dict[str, Any]:
     """The model's weights under transformers' Qwen3-MoE names (collective: call on
-    every rank; each gets the full dict)."""
+    every rank; each gets the full dict). ZeRO-3 partitions are gathered a bucket of
+    ``bucket_bytes`` at a time, an AutoEP layer's experts in one all_gather."""
     ep_prefixes = [name for name, m in moe_layers(module) if hasattr(m, "ep_group")]
     state: dict[str, Any] = {}
     for prefix in ep_prefixes:
         state.update(_moe_state(prefix, module.get_submodule(prefix)))
-    for name, param in module.named_parameters():
-        if any(name.startswith(p + ".") for p in ep_prefixes):
-            continue
-        with _gathered([param]):
-            state[name] = param.detach().clone()
+    rest = [
+        (name, param)
+        for name, param in module.named_parameters()
+        if not any(name.startswith(p + ".") for p in ep_prefixes)
+    ]
+    for bucket in _buckets(rest, bucket_bytes):
+        with _gathered([param for _, param in bucket]):
+            state.update((name, param.detach().clone()) for name, param in bucket)
     return state
 
 
