@@ -30,6 +30,8 @@ from agentworld.collect.web.playbooks import find
 
 _REF = re.compile(r"@([a-z]+):([^@]*)@")
 KINDS = ("count", "top", "status", "new_ticket", "set_status")
+Made = tuple[str, dict[str, Any], tuple[dict[str, Any], ...], tuple[str, ...]]
+"""What a kind's maker returns: the prompt, the initial state, the checks, the solution."""
 
 
 def resolve_refs(action: str, page: str) -> str:
@@ -52,11 +54,11 @@ def _sql_text(value: Any) -> str:
     return "'" + str(value).replace("'", "''") + "'"
 
 
-def _database_state(rng: random.Random, db: dict[str, Any]) -> dict[str, Any]:
+def _database_state(db: dict[str, Any]) -> dict[str, Any]:
     return {"app": "datasette", "databases": [db], "settings": {"default_page_size": 8}}
 
 
-def count_task(rng: random.Random) -> tuple[str, dict, tuple, tuple]:
+def count_task(rng: random.Random) -> Made:
     db = sites.DATABASES[rng.choice(sorted(sites.DATABASES))](rng)
     table = db["tables"][-1]
     cols = [c for c, t in table["columns"] if t == "text" and c not in ("name", "title", "day")]
@@ -75,13 +77,13 @@ def count_task(rng: random.Random) -> tuple[str, dict, tuple, tuple]:
     )
     return (
         prompt,
-        _database_state(rng, db),
+        _database_state(db),
         (check,),
         (f"goto({url!r})", f"{ANSWER_PREFIX} {count}"),
     )
 
 
-def top_task(rng: random.Random) -> tuple[str, dict, tuple, tuple]:
+def top_task(rng: random.Random) -> Made:
     db = sites.DATABASES[rng.choice(sorted(sites.DATABASES))](rng)
     table = db["tables"][-1]
     names = [c for c, _ in table["columns"]]
@@ -99,13 +101,13 @@ def top_task(rng: random.Random) -> tuple[str, dict, tuple, tuple]:
     check = {"sql": query, "db": db["name"]}
     return (
         prompt,
-        _database_state(rng, db),
+        _database_state(db),
         (check,),
         (f"goto({url!r})", f"{ANSWER_PREFIX} {top[j]}"),
     )
 
 
-def status_task(rng: random.Random) -> tuple[str, dict, tuple, tuple]:
+def status_task(rng: random.Random) -> Made:
     data = sites.helpdesk(rng)
     t = rng.choice(data["tickets"])
     prompt = f"What is the status of helpdesk ticket #{t['id']}? Answer open, pending or closed."
@@ -115,7 +117,7 @@ def status_task(rng: random.Random) -> tuple[str, dict, tuple, tuple]:
     return prompt, state, (check,), (f"goto({url!r})", f"{ANSWER_PREFIX} {t['status']}")
 
 
-def new_ticket_task(rng: random.Random) -> tuple[str, dict, tuple, tuple]:
+def new_ticket_task(rng: random.Random) -> Made:
     data = sites.helpdesk(rng)
     req = sites.ticket_request(rng, data)
     email, title, category, priority = (req[k] for k in ("email", "title", "category", "priority"))
@@ -140,7 +142,7 @@ def new_ticket_task(rng: random.Random) -> tuple[str, dict, tuple, tuple]:
     return prompt, {"app": "helpdesk", "helpdesk": data}, (check,), solution
 
 
-def set_status_task(rng: random.Random) -> tuple[str, dict, tuple, tuple]:
+def set_status_task(rng: random.Random) -> Made:
     data = sites.helpdesk(rng)
     t = rng.choice(data["tickets"])
     status = rng.choice([s for s in ("open", "pending", "closed") if s != t["status"]])
