@@ -2,8 +2,9 @@
 
 1. Rollout tokens/s through the vLLM rollout actor (the RL loop's path: token ids in,
    G samples per prompt) against transformers ``generate`` in this process, on the same
-   model (the ``medium_cpu`` 23M-parameter MoE: on the tiny one, engine overheads
-   dominate) and the same prompts, sampling settings and token budget.
+   model (``--recipe``'s shape: by default the ``medium_cpu`` 23M-parameter MoE, as on
+   the tiny one engine overheads dominate) and the same prompts, sampling settings and
+   token budget.
 2. Weight-sync time as a share of step time over a few real GRPO steps, and where one
    sync's time goes (the learner's gather, the transfer, the engines' write and reload).
 3. GRPO siblings: an agent group's first turn, G episodes of one task and seed, so G
@@ -14,7 +15,7 @@
 Goals: the vLLM actor >= 1.5x transformers' tokens/s; weight sync <= 10% of step time;
 siblings as one request >= 1.0x separate requests (tokens/s).
 
-Run:  python bench/bench_rl.py [--quick]     (writes bench/results/rl.json)
+Run:  python bench/bench_rl.py [--quick] [--recipe small_cpu]   (writes bench/results/rl.json)
 """
 
 from __future__ import annotations
@@ -41,8 +42,8 @@ QUICK = {"contexts": 4, "group": 4, "new_tokens": 16, "steps": 2}
 
 
 def build_inputs(tmp: str, a: argparse.Namespace):
-    """A medium_cpu-shaped checkpoint (tokenizer trained on generated trajectories) and
-    tokenized contexts from the same trajectories."""
+    """A checkpoint of ``--recipe``'s shape (tokenizer trained on generated trajectories)
+    and tokenized contexts from the same trajectories."""
     from agentworld.model import build_tiny_checkpoint, load_tokenizer
     from agentworld.recipes import get_recipe
     from agentworld.rl.data import LoadResult, context_from_row, sample_rows, tokenize_contexts
@@ -52,7 +53,7 @@ def build_inputs(tmp: str, a: argparse.Namespace):
     texts = [t.environment for t in trajs] + [
         x for t in trajs for turn in t.turns for x in (turn.action, turn.observation)
     ]
-    recipe = get_recipe("medium_cpu")
+    recipe = get_recipe(a.recipe)
     build_tiny_checkpoint(texts, f"{tmp}/init", recipe.model)
     contexts = [context_from_row(r) for r in sample_rows(trajs)]
     contexts = tokenize_contexts(
@@ -208,6 +209,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--group", type=int, default=8, help="samples per prompt (GRPO group)")
     p.add_argument("--new-tokens", type=int, default=64, help="token budget per sample")
     p.add_argument("--steps", type=int, default=3, help="GRPO steps timed for the sync share")
+    p.add_argument(
+        "--recipe",
+        default="medium_cpu",
+        choices=("small_cpu", "medium_cpu"),
+        help="the model's shape (the weight sync's goal is stated at small_cpu)",
+    )
     return parse_sized(p, QUICK, argv)
 
 
@@ -238,7 +245,7 @@ def main() -> int:
         ray.shutdown()
         siblings = sibling_rollouts(f"{tmp}/init", recipe, prompts, a.group)
     result = {
-        "model": "medium_cpu (23M-parameter MoE)",
+        "model": a.recipe,
         "quick": a.quick,
         "prompts": a.contexts,
         "group_size": a.group,
@@ -255,14 +262,14 @@ def main() -> int:
             result["rollout_speedup_vs_transformers"],
             ">=",
             1.5,
-            "RL rollouts through the vLLM actor beat transformers generate (tokens/s, medium_cpu)",
+            f"RL rollouts through the vLLM actor beat transformers generate (tokens/s, {a.recipe})",
         ),
         goal(
             "weight_sync_share",
             sync["sync_share"],
             "<=",
             0.1,
-            "weight sync learner -> vLLM is a small part of a GRPO step",
+            f"weight sync learner -> vLLM is a small part of a GRPO step ({a.recipe})",
         ),
         goal(
             "siblings_one_request_vs_separate",
