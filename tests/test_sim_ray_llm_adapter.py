@@ -28,3 +28,22 @@ def test_the_app_imports_only_public_ray_names_outside_the_adapter():
     for path in root.rglob("*.py"):
         if path.name != "ray_llm_adapter.py":
             assert "_internal" not in path.read_text(), path
+
+
+def test_a_local_model_skips_the_per_node_mirroring_task():
+    """The engine replica's per-node task only mirrors object-store models: for a local
+    path it is skipped (it would start a worker process that imports vLLM to return the
+    path it was given); a bucket is still mirrored on every node."""
+    import asyncio
+
+    from agentworld.sim.config import ServeConfig
+    from agentworld.sim.placement import llm_config
+
+    def runs_init_node(model: str) -> bool:
+        llm = llm_config(ServeConfig(model=model))
+        callback = llm.callback_config.callback_class(llm)  # as the replica makes it
+        asyncio.run(callback.run_callback("on_before_node_init"))
+        return callback.ctx.run_init_node
+
+    assert runs_init_node("/srv/models/agentworld") is False
+    assert runs_init_node("s3://bucket/agentworld") is True

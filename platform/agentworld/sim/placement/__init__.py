@@ -25,6 +25,9 @@ def llm_config(cfg: ServeConfig, *, base_dir: str | None = None):
     of ``cpus_per_replica`` CPUs; on GPU one bundle per tensor-parallel rank."""
     from ray.serve.llm import LLMConfig
 
+    # not at the top: it imports Ray Serve LLM's internals, as LLMConfig above
+    from agentworld.sim.placement.ray_llm_adapter import LocalModelCallback
+
     engine = cfg.engine
     if engine.gpus_per_replica:
         bundle = {"CPU": engine.cpus_per_replica, "GPU": 1}
@@ -34,11 +37,10 @@ def llm_config(cfg: ServeConfig, *, base_dir: str | None = None):
     env = _job_env_vars()
     if cfg.cpu_kv_cache_gib is not None and not engine.gpus_per_replica:
         env["VLLM_CPU_KVCACHE_SPACE"] = str(cfg.cpu_kv_cache_gib)
+    source = model_source(cfg.model, base_dir)
     return LLMConfig(
-        model_loading_config={
-            "model_id": cfg.model_id,
-            "model_source": model_source(cfg.model, base_dir),
-        },
+        model_loading_config={"model_id": cfg.model_id, "model_source": source},
+        callback_config={"callback_class": LocalModelCallback},
         engine_kwargs={**engine.vllm_kwargs(), **_ENGINE_FRONTEND},
         placement_group_config={"bundles": bundles},
         deployment_config={
