@@ -7,6 +7,7 @@ Heavy pieces start once per session and only when a test asks for them.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import uuid
@@ -157,6 +158,38 @@ def collected_corpus(tmp_path_factory, ray_cluster):
     config = CollectConfig(episodes=40, seed=0, episodes_per_task=10, max_parallel=2)
     collect(config, out)
     return out
+
+
+@pytest.fixture(scope="session")
+def packed_data(ray_cluster, collected_corpus, tmp_path_factory):
+    """The prepare stage's output for the collected corpus, packed at test_train's short
+    recipe's length, a fifth of the trajectories held out."""
+    from agentworld.data.run import prepare
+    from agentworld.recipes.jobs import prepare_job
+    from tests.test_train import short_recipe
+
+    recipe = short_recipe()
+    # The test recipe's short rows drop long samples; drop rates are prepare's tests' concern.
+    data = dataclasses.replace(
+        recipe.data, eval_fraction=0.2, progress_bars=False, max_domain_drop_share=1.0
+    )
+    out = str(tmp_path_factory.mktemp("prepared"))
+    prepare(
+        prepare_job(dataclasses.replace(recipe, data=data), inputs=(collected_corpus,), out=out)
+    )
+    return out
+
+
+@pytest.fixture(scope="session")
+def cpt_run(ray_cluster, packed_data, tmp_path_factory):
+    """One short CPT run on ``packed_data`` (Ray Train + DeepSpeed, 2 workers, experts
+    split 2 ways), shared by test_train and by test_rl_pipeline (its starting policy):
+    (run directory, manifest, the run's log lines)."""
+    from tests.test_train import _run
+
+    out = str(tmp_path_factory.mktemp("cpt"))
+    manifest, lines = _run("cpt", packed_data, out)
+    return out, manifest, lines
 
 
 SIM_KEYS = {

@@ -1,6 +1,6 @@
 """RL on the pipeline's own outputs, with the learner split the way a large run splits
-it: prepare's samples of the collected corpus and a short CPT -> SFT export (Ray Train +
-DeepSpeed) as the starting policy; two learner ranks under ZeRO-3 with the experts split
+it: prepare's samples of the collected corpus and a short CPT export (Ray Train +
+DeepSpeed; the session's, shared with test_train) as the starting policy; two learner ranks under ZeRO-3 with the experts split
 between them (AutoEP), one vLLM engine. What is checked is the weight sync: rank 0's
 gather of the ZeRO-3 partitions and of both ranks' expert slices reaches the engine, whose
 log-probabilities then equal the learners'.
@@ -27,28 +27,11 @@ def _recipe(**train):
 
 
 @pytest.fixture(scope="module")
-def pipeline_outputs(ray_cluster, collected_corpus, tmp_path_factory):
-    """(prepare's run directory, the SFT export) made by the stages themselves: prepare
-    on the collected corpus, 2 CPT steps, then 30 SFT steps from that export."""
-    from agentworld.data.run import prepare
-    from agentworld.recipes.jobs import prepare_job, train_job
-    from agentworld.train.run import run
-
-    root = tmp_path_factory.mktemp("rl-pipeline")
-    recipe = short_recipe()
-    data = dataclasses.replace(
-        recipe.data, eval_fraction=0.2, progress_bars=False, max_domain_drop_share=1.0
-    )
-    prepared = str(root / "prepared")
-    recipe = dataclasses.replace(recipe, data=data)
-    prepare(prepare_job(recipe, inputs=(collected_corpus,), out=prepared))
-    cpt = _recipe(max_steps=2, warmup_steps=1, eval_every=2, checkpoint_every=2)
-    run(train_job(cpt, stage="cpt", data=prepared, out=str(root / "cpt")), log=print)
-    sft = _recipe(max_steps=30, warmup_steps=3, eval_every=30, checkpoint_every=30)
-    init = str(root / "cpt" / "hf")
-    job = train_job(sft, stage="sft", data=prepared, out=str(root / "sft"), init=init)
-    run(job, log=print)
-    return prepared, str(root / "sft" / "hf"), root
+def pipeline_outputs(packed_data, cpt_run, tmp_path_factory):
+    """(prepare's run directory, the starting policy, a directory for the RL run): the
+    session's prepare output for the collected corpus and its short CPT export, made by
+    the stages themselves (shared with test_train)."""
+    return packed_data, f"{cpt_run[0]}/hf", tmp_path_factory.mktemp("rl-pipeline")
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +64,7 @@ def parallel_workers(ray_cluster, pipeline_outputs, parallel_recipe):
     w.close()
 
 
-def test_rl_on_prepare_and_sft_outputs_with_zero3_and_expert_parallel_learners(
+def test_rl_on_prepare_and_cpt_outputs_with_zero3_and_expert_parallel_learners(
     pipeline_outputs, parallel_recipe, parallel_workers
 ):
     from agentworld.model import load_tokenizer
@@ -95,7 +78,7 @@ def test_rl_on_prepare_and_sft_outputs_with_zero3_and_expert_parallel_learners(
     w = parallel_workers
     probe = _probe(load_tokenizer(init))
     start = np.array(w.learners.logprobs(probe))
-    # The engine loaded the SFT export from disk; the learners built ZeRO-3 partitions
+    # The engine loaded the CPT export from disk; the learners built ZeRO-3 partitions
     # and expert slices from it: the same function before any sync.
     np.testing.assert_allclose(w.rollout.prompt_logprobs(probe)[0], start, atol=SYNC_ATOL)
 

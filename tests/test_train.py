@@ -123,26 +123,7 @@ def write_packed(out: str, trajectories, tok, seq_len: int = SEQ_LEN) -> str:
     return out
 
 
-# --- one short CPT run, shared ------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def packed_data(ray_cluster, collected_corpus, tmp_path_factory):
-    """The prepare stage's output for the collected corpus, packed at the test recipe's
-    length, a fifth of the trajectories held out."""
-    from agentworld.data.run import prepare
-    from agentworld.recipes.jobs import prepare_job
-
-    recipe = short_recipe()
-    # The test recipe's short rows drop long samples; drop rates are prepare's tests' concern.
-    data = dataclasses.replace(
-        recipe.data, eval_fraction=0.2, progress_bars=False, max_domain_drop_share=1.0
-    )
-    out = str(tmp_path_factory.mktemp("prepared"))
-    prepare(
-        prepare_job(dataclasses.replace(recipe, data=data), inputs=(collected_corpus,), out=out)
-    )
-    return out
+# --- one short CPT run, shared (conftest's packed_data and cpt_run) ----------------
 
 
 def _run(stage: str, data: str, out: str, *, init: str | None = None, on_event=None):
@@ -152,13 +133,6 @@ def _run(stage: str, data: str, out: str, *, init: str | None = None, on_event=N
     lines: list[str] = []
     job = train_job(short_recipe(), stage=stage, data=data, out=out, init=init)
     return run(job, log=lines.append, on_event=on_event), lines
-
-
-@pytest.fixture(scope="module")
-def cpt_run(ray_cluster, packed_data, tmp_path_factory):
-    out = str(tmp_path_factory.mktemp("cpt"))
-    manifest, lines = _run("cpt", packed_data, out)
-    return out, manifest, lines
 
 
 def _steps(d: dict) -> dict[int, float]:
