@@ -1,9 +1,10 @@
 """RL on the pipeline's own outputs, with the learner split the way a large run splits
 it: prepare's samples of the collected corpus and a short CPT export (Ray Train +
-DeepSpeed; the session's, shared with test_train) as the starting policy; two learner ranks under ZeRO-3 with the experts split
-between them (AutoEP), one vLLM engine. What is checked is the weight sync: rank 0's
-gather of the ZeRO-3 partitions and of both ranks' expert slices reaches the engine, whose
-log-probabilities then equal the learners'.
+DeepSpeed; the session's, shared with test_train) as the starting policy; two learner
+ranks under ZeRO-3 with the experts split between them (AutoEP), one vLLM engine. What
+is checked is the weight sync: rank 0's gather of the ZeRO-3 partitions and of both
+ranks' expert slices is the learners' weights bit for bit, and it reaches the engine,
+whose log-probabilities then equal the learners'.
 """
 
 from __future__ import annotations
@@ -62,6 +63,26 @@ def parallel_workers(ray_cluster, pipeline_outputs, parallel_recipe):
     w = RLWorkers(parallel_recipe.rl, parallel_recipe.train, pipeline_outputs[1])
     yield w
     w.close()
+
+
+def test_the_learners_send_exactly_the_weights_they_hold(pipeline_outputs, parallel_workers):
+    """Before any step the learners hold the export they loaded: the blob rank 0 sends
+    (the gather of ``train/export.full_state_dict``, the HF export's too: ZeRO-3
+    partitions and both ranks' expert slices, in checkpoint names and layout) equals that
+    file's tensors bit for bit. Runs before the RL test below, which moves the weights."""
+    import os
+
+    import ray
+    import torch
+    from safetensors import safe_open
+    from safetensors.torch import load
+
+    sent = load(ray.get(parallel_workers.learners.weights_ref()))
+    with safe_open(os.path.join(pipeline_outputs[1], "model.safetensors"), "pt") as f:
+        held = {k: f.get_tensor(k) for k in f.keys()}
+    assert sorted(sent) == sorted(held)
+    differ = [k for k in held if not torch.equal(sent[k], held[k])]
+    assert not differ, f"{len(differ)} of {len(held)} tensors differ, e.g. {differ[:3]}"
 
 
 def test_rl_on_prepare_and_cpt_outputs_with_zero3_and_expert_parallel_learners(
