@@ -70,6 +70,10 @@ def test_comparisons_cover_the_agents_that_ran_and_the_report_says_which_carry_s
     lines = comparison_lines(report)
     assert any("RL in real vs untrained, terminal" in x and ": signal" in x for x in lines)
     assert any("RL in sim (controlled) vs untrained" in x and "no signal" in x for x in lines)
+    # One family: "all" would repeat each line (and be counted twice as signal).
+    assert len(lines) == 3 and not any(", all:" in x for x in lines), lines
+    two = {k: v + rows([0] * 10, family="search") for k, v in ran.items()}
+    assert sum(", all:" in x for x in comparison_lines({"comparisons": comparisons(two)})) == 3
     assert interval_text(entry([1.0, 0.0]), signed=True).startswith("+50.0 [")
     md = markdown(
         {
@@ -99,7 +103,7 @@ def test_the_demo_report_shows_the_intervals_and_which_comparisons_carry_signal(
     (tmp_path / "agent" / "report.json").write_text(json.dumps(report))
     s = agent_section(str(tmp_path), {"agent": {}})
     assert s.tables[0].rows[1][4].startswith("50.0 [")  # real's success with its interval
-    assert any("4 of 6 carry signal" in n for n in s.notes)
+    assert any("2 of 3 carry signal" in n for n in s.notes)  # one family: no "all" repeat
     assert any(
         n.startswith("RL in real vs untrained, terminal") and n.endswith(": signal")
         for n in s.notes

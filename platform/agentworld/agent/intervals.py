@@ -99,10 +99,13 @@ def interval_text(e: dict[str, Any] | None, *, signed: bool = False) -> str:
 
 def comparison_lines(report: dict[str, Any]) -> list[str]:
     """One line per comparison and family: the paired difference and whether it
-    carries signal at this size."""
+    carries signal at this size. With one family, "all" would repeat it: left out."""
     lines = []
     for c in report.get("comparisons", []):
-        for family, e in c["success"].items():
+        by_family = c["success"]
+        for family, e in by_family.items():
+            if family == "all" and len(by_family) == 2:
+                continue
             verdict = "signal" if e.get("signal") else "no signal (the interval holds 0)"
             lines.append(
                 f"- {c['title']}, {family}: success {interval_text(e, signed=True)} points "
