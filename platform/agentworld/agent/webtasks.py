@@ -29,7 +29,6 @@ from agentworld.collect.web.env import DATASETTE_URL, HELPDESK_URL
 from agentworld.collect.web.playbooks import find
 
 _REF = re.compile(r"@([a-z]+):([^@]*)@")
-KINDS = ("count", "top", "status", "new_ticket", "set_status")
 Made = tuple[str, dict[str, Any], tuple[dict[str, Any], ...], tuple[str, ...]]
 """What a kind's maker returns: the prompt, the initial state, the checks, the solution."""
 
@@ -58,53 +57,53 @@ def _database_state(db: dict[str, Any]) -> dict[str, Any]:
     return {"app": "datasette", "databases": [db], "settings": {"default_page_size": 8}}
 
 
-def count_task(rng: random.Random) -> Made:
+def _helpdesk_state(data: dict[str, Any]) -> dict[str, Any]:
+    return {"app": "helpdesk", "helpdesk": data}
+
+
+def _datasette_table(rng: random.Random) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A generated database and the table its questions are about (its last)."""
     db = sites.DATABASES[rng.choice(sorted(sites.DATABASES))](rng)
-    table = db["tables"][-1]
+    return db, db["tables"][-1]
+
+
+def _datasette_made(db, table, prompt: str, sql: str, query: str, answer: Any) -> Made:
+    """A Datasette question: checked by ``sql`` on the served database; the oracle opens
+    the table's page with ``query`` (Datasette's URL filters or sort) and answers."""
+    url = f"{DATASETTE_URL}/{db['name']}/{table['name']}?{query}"
+    check = {"sql": sql, "db": db["name"]}
+    return prompt, _database_state(db), (check,), (f"goto({url!r})", f"{ANSWER_PREFIX} {answer}")
+
+
+def count_task(rng: random.Random) -> Made:
+    db, table = _datasette_table(rng)
     cols = [c for c, t in table["columns"] if t == "text" and c not in ("name", "title", "day")]
     col = rng.choice(cols or [table["columns"][1][0]])
     idx = [c for c, _ in table["columns"]].index(col)
     value = rng.choice([r[idx] for r in table["rows"]])
-    url = f"{DATASETTE_URL}/{db['name']}/{table['name']}?{col}={value}"
-    check = {
-        "sql": f"select count(*) from {table['name']} where {col} = {_sql_text(value)}",
-        "db": db["name"],
-    }
+    sql = f"select count(*) from {table['name']} where {col} = {_sql_text(value)}"
     count = sum(1 for r in table["rows"] if r[idx] == value)
     prompt = (
         f"In the {db['name']} database, how many rows of the {table['name']} table have "
         f"{col} = {value}? Answer with the number."
     )
-    return (
-        prompt,
-        _database_state(db),
-        (check,),
-        (f"goto({url!r})", f"{ANSWER_PREFIX} {count}"),
-    )
+    return _datasette_made(db, table, prompt, sql, f"{col}={value}", count)
 
 
 def top_task(rng: random.Random) -> Made:
-    db = sites.DATABASES[rng.choice(sorted(sites.DATABASES))](rng)
-    table = db["tables"][-1]
+    db, table = _datasette_table(rng)
     names = [c for c, _ in table["columns"]]
     numeric = [c for c, t in table["columns"] if t in ("real", "integer") and c != "id"]
     numeric = [c for c in numeric if not c.endswith("_id")]
     col, label = rng.choice(numeric), names[1]
-    query = f"select {label} from {table['name']} order by {col} desc, id asc limit 1"
+    sql = f"select {label} from {table['name']} order by {col} desc, id asc limit 1"
     i, j = names.index(col), names.index(label)
     top = max(table["rows"], key=lambda r: (r[i], -r[0]))
-    url = f"{DATASETTE_URL}/{db['name']}/{table['name']}?_sort_desc={col}"
     prompt = (
         f"In the {db['name']} database, which row of {table['name']} has the highest {col}? "
         f"Answer with its {label}."
     )
-    check = {"sql": query, "db": db["name"]}
-    return (
-        prompt,
-        _database_state(db),
-        (check,),
-        (f"goto({url!r})", f"{ANSWER_PREFIX} {top[j]}"),
-    )
+    return _datasette_made(db, table, prompt, sql, f"_sort_desc={col}", top[j])
 
 
 def status_task(rng: random.Random) -> Made:
@@ -113,8 +112,8 @@ def status_task(rng: random.Random) -> Made:
     prompt = f"What is the status of helpdesk ticket #{t['id']}? Answer open, pending or closed."
     check = {"ticket_field": "status", "id": t["id"]}
     url = f"{HELPDESK_URL}/tickets/{t['id']}"
-    state = {"app": "helpdesk", "helpdesk": data}
-    return prompt, state, (check,), (f"goto({url!r})", f"{ANSWER_PREFIX} {t['status']}")
+    solution = (f"goto({url!r})", f"{ANSWER_PREFIX} {t['status']}")
+    return prompt, _helpdesk_state(data), (check,), solution
 
 
 def new_ticket_task(rng: random.Random) -> Made:
@@ -139,7 +138,7 @@ def new_ticket_task(rng: random.Random) -> Made:
         "click(@button:Create ticket@)",
         f"{ANSWER_PREFIX} done",
     )
-    return prompt, {"app": "helpdesk", "helpdesk": data}, (check,), solution
+    return prompt, _helpdesk_state(data), (check,), solution
 
 
 def set_status_task(rng: random.Random) -> Made:
@@ -154,7 +153,7 @@ def set_status_task(rng: random.Random) -> Made:
         "click(@button:Update@)",
         f"{ANSWER_PREFIX} done",
     )
-    return prompt, {"app": "helpdesk", "helpdesk": data}, (check,), solution
+    return prompt, _helpdesk_state(data), (check,), solution
 
 
 MAKERS = {
@@ -164,6 +163,7 @@ MAKERS = {
     "new_ticket": new_ticket_task,
     "set_status": set_status_task,
 }
+KINDS = tuple(MAKERS)
 
 
 def web_task(rng: random.Random, index: int, seed: int) -> Task:
