@@ -357,9 +357,9 @@ class Context:
         self.metrics: list[dict[str, Any]] = []
         self.version = 0
         self.heldout_oracle: list[Any] = []
+        """Transcripts of the held-out tasks' oracle episodes: measured, never fitted."""
         self.eval_rows: dict[str, list[dict[str, Any]]] = {}
         """Each agent's held-out episodes in the real environment (for the intervals)."""
-        """Transcripts of the held-out tasks' oracle episodes: measured, never fitted."""
 
     @property
     def world(self) -> Any:
@@ -371,10 +371,10 @@ class Context:
 
     @property
     def world_started(self) -> bool:
+        """Whether the simulator is up (in use, or started early and ready)."""
         started = self._starting
-        if self._world is None and started and started.done() and not started.exception():
-            self._world = started.result()
-        return self._world is not None
+        ready = started is not None and started.done() and started.exception() is None
+        return self._world is not None or ready
 
     def make_real(self):
         return RealEnv(self.cfg.limits, self.renderer.count)
