@@ -144,7 +144,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--demo_batch", type=int, default=8)
     p.add_argument("--rl_steps", type=int, default=5)
     p.add_argument("--rl_temperature", type=float, default=0.6)
-    p.add_argument("--rl_lr", type=float, default=1e-3, help="the RL steps' learning rate")
+    p.add_argument(
+        "--rl_lr",
+        type=float,
+        default=1e-3,
+        help="the agent learner's learning rate: the demonstration fit's and the RL steps'",
+    )
     p.add_argument("--contexts", type=int, default=4)
     p.add_argument("--group", type=int, default=4)
     p.add_argument("--concurrency", type=int, default=4)
