@@ -36,8 +36,8 @@ SKIPPABLE = ("rl", "serve", "agent")
 # sandbox steps cost milliseconds. 80 tasks hold 15 out; 60 demonstration steps took the
 # held-out oracle actions' NLL from 6.9 to 0.31 and the agent to 40% [13, 67] of them,
 # the figure that carries signal at this size; two GRPO steps per RL agent show the loop
-# running (their comparisons hold 0). Measured alone: 103 s at load 5-10, 141 CPU seconds
-# in all (the former four-family size: 184 s on a quiet machine; 217 CPU seconds).
+# running (their comparisons hold 0). 92 s in a fresh clone's `make demo` on an idle
+# machine (the former four-family size: 184 s).
 AGENT = (
     "agent.tasks.families=('terminal',)",
     "agent.tasks.per_family=80",
