@@ -4,6 +4,7 @@ masks, packing, config validation."""
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import random
@@ -28,6 +29,7 @@ from agentworld.data.chat_tokens import (
     ChatLayout,
     encode_trajectories,
     sft_sample,
+    sft_windows,
     trajectory_messages,
 )
 from agentworld.data.components import components_in_memory, large_star, small_star
@@ -319,6 +321,105 @@ def test_sft_left_truncation_keeps_environment_or_drops_with_reason(tokenizer):
         sft_sample(e, layout, "key", k, seq_len=e.starts[1] + 2, truncation="left")
         == "too_long_after_truncation"
     )
+
+
+def _samples(e, layout, turns: int, seq_len: int) -> dict:
+    out = {}
+    for k in range(1, turns + 1):
+        s = sft_sample(e, layout, "key", k, seq_len=seq_len, truncation="left")
+        if not isinstance(s, str):
+            out[k] = s
+    return out
+
+
+def test_sft_windows_train_each_answer_once_in_its_own_samples_context(tokenizer):
+    """data.sft_rows=trajectory: the rows hold every sample's target once, in order;
+    each row starts as its first new turn's sample; every answer's context is the
+    system message and the latest turns of its sample's; a trajectory that fits is one
+    row, the whole conversation. (Text is compared where an answer starting with
+    whitespace is one token with its header's newline in the whole text.)"""
+    trajs = sample_trajectories(12, seed=5)
+    long = Trajectory(
+        id="long", domain="terminal", source="t", environment=trajs[0].environment,
+        turns=trajs[0].turns * 4,
+    )  # fmt: skip
+    spaced = Trajectory(
+        id="ws", domain="swe", source="t", environment="env",
+        turns=(Turn(action="ls", observation="\n\n  lead"), Turn(action="x", observation="y")),
+    )  # fmt: skip
+    layout = ChatLayout.of(tokenizer)
+    trajs = [*trajs, long, spaced]
+    for traj, e in zip(trajs, encode_trajectories(tokenizer, layout, trajs), strict=True):
+        st, sys_end = e.starts, e.starts[1]
+        turn = max(st[2 * k + 1] - st[2 * k - 1] for k in range(1, len(traj.turns) + 1))
+        for seq_len in (4096, sys_end + 2 * turn + 2):  # every turn fits alone, two at least
+            samples = _samples(e, layout, len(traj.turns), seq_len)
+            rows = sft_windows(e, layout, "key", samples, seq_len)
+            assert all(r.kind == "sft_window" and r.tokens.size <= seq_len for r in rows)
+            targets = [t for r in rows for t in r.tokens[r.mask == 1].tolist()]
+            assert targets == [t for s in samples.values() for t in s.tokens[s.mask == 1].tolist()]
+            if seq_len == 4096:
+                assert len(rows) == 1 and tokenizer.decode(rows[0].tokens) == tokenizer.decode(
+                    e.ids
+                )
+            done = 0
+            for r in rows:
+                ends = np.flatnonzero(np.diff(np.concatenate([r.mask, [0]])) == -1) + 1
+                starts = np.flatnonzero(np.diff(np.concatenate([[0], r.mask])) == 1)
+                mine = [k for k in samples if k > done][: starts.size]
+                first = samples[mine[0]]
+                assert tokenizer.decode(r.tokens[: ends[0]]) == tokenizer.decode(
+                    first.tokens[: np.flatnonzero(first.mask)[-1] + 1]
+                )
+                for k, begin in zip(mine, starts, strict=True):
+                    s = samples[k]
+                    context = s.tokens[: np.argmax(s.mask)]
+                    assert r.tokens[:sys_end].tolist() == context[:sys_end].tolist()
+                    text = tokenizer.decode(context[sys_end:])
+                    assert text.endswith(tokenizer.decode(r.tokens[sys_end:begin]))
+                    done = k
+            assert done == max(samples)
+        assert len(rows) > 1 or traj is not long
+
+
+def test_sft_windows_keep_the_samples_where_the_conversation_renders_otherwise(tokenizer):
+    """An answer with the simulator's reasoning is trained with it, while the history
+    of a later turn shows the observation alone: no row could hold both, so the
+    samples stay as they are."""
+    traj = sample_trajectories(1, seed=3)[0]
+    turns = tuple(dataclasses.replace(t, simulator_reasoning="look first") for t in traj.turns)
+    traj = dataclasses.replace(traj, turns=turns)
+    layout = ChatLayout.of(tokenizer)
+    e = encode_trajectories(tokenizer, layout, [traj])[0]
+    samples = _samples(e, layout, len(turns), 4096)
+    rows = sft_windows(e, layout, "key", samples, 4096)
+    assert [r.tokens.tolist() for r in rows] == [s.tokens.tolist() for s in samples.values()]
+    assert [r.mask.tolist() for r in rows] == [s.mask.tolist() for s in samples.values()]
+
+
+def test_pack_takes_the_sft_rows_the_config_names():
+    """With data.sft_rows=trajectory the whole-conversation rows are packed as SFT's
+    training rows and the per-turn samples are not; dropped samples never are."""
+    from agentworld.data.packed_shards import assign_group
+    from agentworld.data.steps.pack import SFT_ROWS
+
+    kinds = ["cpt", "sft", "sft", "sft_window", "sft_window"]
+    block = pa.table(
+        {
+            "kind": kinds,
+            "split": ["train"] * 5,
+            "key": [f"k{i}" for i in range(5)],
+            "tokens": [[1, 2]] * 5,
+            "mask": [[0, 1]] * 5,
+            "drop_reason": [None, None, "too_long", None, "too_long"],
+        }
+    )
+    groups = {"cpt/train": 1, "sft/train": 1}
+    for rows, keys in (("turn", ["k0", "k1"]), ("trajectory", ["k0", "k3"])):
+        tagged = assign_group(block, groups=groups, kinds={"cpt": "cpt", SFT_ROWS[rows]: "sft"})
+        assert tagged.column("key").to_pylist() == keys
+        assert tagged.column("kind").to_pylist() == ["cpt", "sft"]
+        assert tagged.column("shard").to_pylist()[1].startswith("sft/train/")
 
 
 def test_best_fit_decreasing_packs_each_document_once_without_crossing():

@@ -61,7 +61,7 @@ class TemplateError(ValueError):
 class Sample:
     """One tokenized document. ``tokens`` (L,) int32, ``mask`` (L,) int8 = 1 on targets."""
 
-    kind: str  # "cpt" or "sft"
+    kind: str  # "cpt", "sft" or "sft_window"
     key: str  # stable id: trajectory uid, kind, turn or chunk
     tokens: np.ndarray
     mask: np.ndarray
@@ -412,3 +412,64 @@ def sft_sample(
         reference=e.messages[t]["content"],
         truncated_turns=dropped,
     )
+
+
+def sft_windows(
+    e: Encoded, layout: ChatLayout, key: str, samples: dict[int, Sample], seq_len: int
+) -> list[Sample]:
+    """The trajectory's SFT samples (``samples``: turn -> sample) as whole-conversation
+    rows: each row is the system message and a run of consecutive turns that fits
+    ``seq_len``, with every answer in it a target, so a turn's context is trained once
+    rather than once per later turn. A row starts where its first new turn's own sample
+    starts its history (the turns before that answer are context, not targets again)
+    and runs on while the next turn fits; each answer's context in it is the system
+    message and the latest turns of its sample's. Answers are the samples' tokens (the
+    observation's own encoding, what inference generates), also where the whole text
+    joins an answer's first whitespace to its header: the same text in other tokens.
+    Where an answer's target is not its text (a reasoning template, a rendered
+    answer), no row could hold it both as target and as history: the samples stay."""
+    if any(t is not None for t in e.targets):
+        return [dataclasses.replace(s, kind="sft_window") for s in samples.values()]
+    st, sys_end = e.starts, e.starts[1]
+    trailer = layout.trailer_ids["assistant"]
+    closing, tail = trailer[: layout.target_trailer], trailer[layout.target_trailer :]
+
+    def turn(j: int) -> list[np.ndarray]:
+        """Turn j as its sample prompts and answers it: action, generation prompt,
+        the observation's tokens and the closing marker (the target), the rest."""
+        return [
+            e.ids[st[2 * j - 1] : st[2 * j]],
+            layout.generation_ids,
+            e.contents[2 * j],
+            closing,
+            tail,
+        ]
+
+    size = [0] + [sum(x.size for x in turn(j)) for j in range(1, (len(st) - 2) // 2 + 1)]
+    out, pending = [], sorted(samples)
+    while pending:
+        first = pending[0]
+        a = samples[first].truncated_turns + 1
+        while a < first and sys_end + sum(size[a : first + 1]) > seq_len:
+            a += 1
+        if sys_end + sum(size[a : first + 1]) > seq_len:
+            out.append(dataclasses.replace(samples[first], kind="sft_window"))
+            pending = pending[1:]
+            continue
+        b = first
+        while b + 1 < len(size) and sys_end + sum(size[a : b + 2]) <= seq_len:
+            b += 1
+        parts, mask = [e.ids[:sys_end]], [np.zeros(sys_end, np.int8)]
+        for j in range(a, b + 1):
+            pieces = turn(j)
+            target = j >= first and j in samples
+            for n, x in enumerate(pieces):
+                parts.append(x)
+                mask.append(np.full(x.size, int(target and n in (2, 3)), np.int8))
+        out.append(
+            Sample(
+                "sft_window", f"{key}:w:{first:05d}", np.concatenate(parts), np.concatenate(mask)
+            )
+        )
+        pending = [k for k in pending if k > b]
+    return out

@@ -107,6 +107,13 @@ class DataConfig:
     """SFT samples longer than the sequence: ``left`` drops the oldest turns and keeps
     the environment text (dropping the sample when even that does not fit); ``drop``
     drops the sample. Either way the reason is counted in the report."""
+    sft_rows: Literal["turn", "trajectory"] = "turn"
+    """What SFT trains on. ``turn``: one row per turn, its history as the prompt (a
+    turn's context is trained again with every later turn). ``trajectory``: the same
+    samples as whole-conversation rows, every answer a target, so each context token
+    is read once per epoch where the trajectory fits the sequence (a long one is cut
+    into rows, each starting with the history its first new turn's sample keeps). The
+    samples for evaluation and RL are the per-turn ones either way."""
     max_domain_drop_share: float = 0.2
     """Prepare fails, naming the domain, when a domain loses more than this share of its
     SFT samples (too long for the recipe's sequence even after truncation): a model

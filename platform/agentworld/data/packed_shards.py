@@ -41,9 +41,18 @@ def group_counts(counts: dict[tuple[str, str], int], pack_window: int) -> dict[s
     return {f"{k}/{s}": max(1, math.ceil(n / pack_window)) for (k, s), n in counts.items() if n}
 
 
-def assign_group(block: pa.Table, *, groups: dict[str, int]) -> pa.Table:
-    """Keep packable samples (not dropped) and tag each with its shard path."""
-    block = block.filter(pc.is_null(block.column("drop_reason")))
+def assign_group(block: pa.Table, *, groups: dict[str, int], kinds: dict[str, str]) -> pa.Table:
+    """Keep packable samples (not dropped, of a kind in ``kinds``), name each by the
+    kind it is packed as, and tag it with its shard path."""
+    keep = pc.and_(
+        pc.is_null(block.column("drop_reason")),
+        pc.is_in(block.column("kind"), pa.array(list(kinds))),
+    )
+    block = block.filter(keep)
+    packed_as = [kinds[k] for k in block.column("kind").to_pylist()]
+    block = block.set_column(
+        block.schema.get_field_index("kind"), "kind", pa.array(packed_as, pa.string())
+    )
     kinds, splits = block.column("kind").to_pylist(), block.column("split").to_pylist()
     prefix = [f"{k}/{s}" for k, s in zip(kinds, splits, strict=True)]
     keys = block.column("key").to_pylist()
@@ -135,13 +144,23 @@ def pack_samples(
     cpt_split_min: int,
     spill_url: str,
     storage_options: dict[str, Any],
+    kinds: dict[str, str] | None = None,
 ) -> pa.Table:
-    """Pack every non-dropped sample; PACK_STATS per shard. ``spill_url``: a staging
-    directory for the shuffle (agentworld.data.placement.map_groups_via_storage)."""
-    groups = group_counts(counts, pack_window)
+    """Pack every non-dropped sample; PACK_STATS per shard. ``kinds``: the sample kinds
+    packed, each to the kind it is packed as (default: cpt and sft as themselves).
+    ``spill_url``: a staging directory for the shuffle
+    (agentworld.data.placement.map_groups_via_storage)."""
+    kinds = kinds or {"cpt": "cpt", "sft": "sft"}
+    packed: dict[tuple[str, str], int] = {}
+    for (kind, split), n in counts.items():
+        if kind in kinds:
+            packed[(kinds[kind], split)] = packed.get((kinds[kind], split), 0) + n
+    groups = group_counts(packed, pack_window)
     if not groups:
         return PACK_STATS.empty_table()
-    tagged = samples.map_batches(assign_group, batch_format="pyarrow", fn_kwargs={"groups": groups})
+    tagged = samples.map_batches(
+        assign_group, batch_format="pyarrow", fn_kwargs={"groups": groups, "kinds": kinds}
+    )
     tables = map_groups_via_storage(
         tagged,
         "shard",

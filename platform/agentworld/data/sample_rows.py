@@ -8,7 +8,13 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from agentworld.data.chat_tokens import ChatLayout, cpt_samples, encode_trajectories, sft_sample
+from agentworld.data.chat_tokens import (
+    ChatLayout,
+    cpt_samples,
+    encode_trajectories,
+    sft_sample,
+    sft_windows,
+)
 from agentworld.data.vocab import load_tokenizer
 from agentworld.schema import Trajectory, register_domain
 
@@ -71,17 +77,22 @@ def _add_rows_for(
     meta: dict[str, Any],
     seq_len: int,
     truncation: str,
+    sft_rows: str = "turn",
 ) -> None:
     """The CPT documents and SFT samples (or their drop reasons) of one trajectory,
-    appended to ``cols``: built column by column, not as a dict per row."""
+    appended to ``cols``: built column by column, not as a dict per row. With
+    ``sft_rows="trajectory"`` also the samples as whole-conversation rows
+    (kind ``sft_window``, chat_tokens.sft_windows), which pack then trains on."""
     first = len(cols["kind"])
     for s in cpt_samples(e, meta["key"], seq_len):
         _add(cols, kind="cpt", key=s.key, tokens=s.tokens, mask=s.mask)
+    kept = {}
     for k in range(1, len(traj.turns) + 1):
         s = sft_sample(e, layout, meta["key"], k, seq_len=seq_len, truncation=truncation)
         if isinstance(s, str):
             _add(cols, kind="sft", key=f"{meta['key']}:s:{k:05d}", turn_idx=k, drop_reason=s)
             continue
+        kept[k] = s
         _add(
             cols,
             kind="sft",
@@ -93,6 +104,9 @@ def _add_rows_for(
             reference=s.reference,
             truncated_turns=s.truncated_turns,
         )
+    if sft_rows == "trajectory":
+        for w in sft_windows(e, layout, meta["key"], kept, seq_len):
+            _add(cols, kind=w.kind, key=w.key, tokens=w.tokens, mask=w.mask)
     n = len(cols["kind"]) - first
     for name in _PER_TRAJECTORY:
         cols[name].extend([meta[name]] * n)
@@ -107,6 +121,7 @@ def tokenize_block(
     truncation: str,
     eval_threshold: float | dict[str, float],
     custom_domains: tuple[str, ...] = (),
+    sft_rows: str = "turn",
 ) -> pa.Table:
     """SAMPLE_SCHEMA rows for a block of kept records (dropped samples carry a reason
     and no tokens). ``eval_threshold``: one split-hash threshold, or one per domain."""
@@ -127,7 +142,7 @@ def tokenize_block(
             "domain": traj.domain,
             "source": traj.source,
         }
-        _add_rows_for(cols, traj, e, layout, meta, seq_len, truncation)
+        _add_rows_for(cols, traj, e, layout, meta, seq_len, truncation, sft_rows)
     return _table(cols)
 
 

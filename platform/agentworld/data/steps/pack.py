@@ -41,9 +41,12 @@ def run(ctx: StepContext, done: Done) -> PackResult:
         cpt_split_min=cfg.cpt_split_min,
         spill_url=run_dir.url("_work", "groups", "pack"),
         storage_options=run_dir.storage_options,
+        kinds={"cpt": "cpt", SFT_ROWS[cfg.sft_rows]: "sft"},
     )
     ctx.progress("pack", f"{stats.num_rows} shards, {sum(stats.column('rows').to_pylist())} rows")
     return PackResult(shards=stats.to_pylist())
 
 
 STEP = Step("pack", PackResult, run)
+SFT_ROWS = {"turn": "sft", "trajectory": "sft_window"}
+"""The sample kind packed as SFT's training rows, per data.sft_rows."""

@@ -34,6 +34,7 @@ def run(ctx: StepContext, done: Done) -> TokenizeResult:
             "storage_options": run_dir.storage_options,
             "seq_len": job.seq_len,
             "truncation": job.data.sft_truncation,
+            "sft_rows": job.data.sft_rows,
             "eval_threshold": done[CountResult].eval_threshold,
             "custom_domains": job.data.custom_domains,
         },
