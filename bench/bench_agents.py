@@ -64,6 +64,7 @@ def overrides(a: argparse.Namespace) -> list[str]:
         "rl.rollout.max_new_tokens=64",
         f"rl.rollout.temperature={a.rl_temperature}",
         f"rl.learner.learning_rate={a.rl_lr}",
+        f"demo_learning_rate={a.demo_lr}",
         "limits.max_turns=3",
         f"concurrency={a.concurrency}",
         f"speed_steps={a.speed_steps}",
@@ -145,10 +146,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rl_steps", type=int, default=5)
     p.add_argument("--rl_temperature", type=float, default=0.6)
     p.add_argument(
-        "--rl_lr",
-        type=float,
-        default=1e-3,
-        help="the agent learner's learning rate: the demonstration fit's and the RL steps'",
+        "--rl_lr", type=float, default=1e-3, help="the RL steps' learning rate (only theirs)"
+    )
+    p.add_argument(
+        "--demo_lr", type=float, default=1e-3, help="the demonstration fit's learning rate"
     )
     p.add_argument("--contexts", type=int, default=4)
     p.add_argument("--group", type=int, default=4)

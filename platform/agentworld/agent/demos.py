@@ -97,16 +97,17 @@ def fit_demonstrations(
     pad_id: int,
     max_tokens: int,
     seed: int,
+    learning_rate: float,
 ) -> list[dict[str, float]]:
-    """``steps`` supervised steps on the learner group (rows drawn with a seeded RNG);
-    returns the learner's statistics per step."""
+    """``steps`` supervised steps on the learner group at ``learning_rate`` (rows drawn
+    with a seeded RNG); returns the learner's statistics per step."""
     rng = random.Random(f"agentworld-demos:{seed}")
     out = []
     t0 = time.perf_counter()
     for step in range(steps):
         picked = [transcripts[rng.randrange(len(transcripts))] for _ in range(batch)]
         batch_rows = transcripts_batch(picked, [1.0] * batch, pad_id=pad_id, max_tokens=max_tokens)
-        out.append(learners.train_step(batch_rows))
+        out.append(learners.train_step(batch_rows, learning_rate=learning_rate))
         if (step + 1) % max(steps // 5, 1) == 0:
             say(f"[agent] demonstrations {step + 1}/{steps} ({time.perf_counter() - t0:.0f}s)")
     return out

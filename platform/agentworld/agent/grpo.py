@@ -86,7 +86,9 @@ def grpo_step(
         batch = transcripts_batch(
             [e.transcript for e in episodes], adv.reshape(-1).tolist(), pad_id=pad_id
         )
-        stats = {**workers.learners.train_step(batch), "skipped": 0.0}
+        # RL's own rate: the optimizer holds the demonstration fit's until told otherwise.
+        lr = rl.learner.learning_rate
+        stats = {**workers.learners.train_step(batch, learning_rate=lr), "skipped": 0.0}
         t_train = time.perf_counter()
         sync_s = sync()
     rewards = np.array([e.reward for e in episodes])

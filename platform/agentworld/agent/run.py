@@ -197,6 +197,7 @@ def run_group(ctx: Context, init_dir: str, variants: list[str], demos: list[Any]
         fit_demonstrations(
             workers.learners, demos, steps=cfg.demo_steps, batch=cfg.demo_batch,
             pad_id=ctx.tokenizer.pad_token_id, max_tokens=cfg.demo_max_tokens, seed=cfg.rl.seed,
+            learning_rate=cfg.fit_learning_rate,
         )  # fmt: skip
         nll1 = action_nll(workers.learners, probe, max_tokens=cfg.demo_max_tokens)
         _sync(ctx, workers)

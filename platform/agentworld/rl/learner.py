@@ -155,10 +155,16 @@ class Learner:
 
     # ---- one RL step -----------------------------------------------------------------
 
-    def train_step(self, shard: TrainBatch) -> dict[str, float]:
-        """Epochs x mini-batches of clipped policy-gradient updates on this rank's shard."""
+    def train_step(
+        self, shard: TrainBatch, *, learning_rate: float | None = None
+    ) -> dict[str, float]:
+        """Epochs x mini-batches of clipped policy-gradient updates on this rank's shard,
+        at ``learning_rate`` when given (else the rate the optimizer holds: at first
+        ``rl.learner.learning_rate``); ``lr`` in the result is the rate the updates used."""
         import torch
 
+        if learning_rate is not None:
+            self._set_learning_rate(learning_rate)
         minis = np.array_split(np.arange(len(shard)), self.rl.learner.mini_batches)
         old = self._old_logprobs(shard, minis)
         sums: dict[str, float] = {}
@@ -171,6 +177,15 @@ class Learner:
         out = {k: v / n for k, v in sums.items()}
         out["grad_norm"] = float(self.engine.get_global_grad_norm() or 0.0)
         return _mean_over_ranks(out, torch)
+
+    def _set_learning_rate(self, lr: float) -> None:
+        """Set the live optimizer's rate (the agent stage fits demonstrations and takes
+        RL steps on one optimizer, at different rates). The learner's DeepSpeed config
+        has no scheduler; one would overwrite this at its next step, so it is refused."""
+        if self.engine.lr_scheduler is not None:
+            raise RuntimeError("a learning rate set per step needs a learner without a scheduler")
+        for group in self.engine.optimizer.param_groups:
+            group["lr"] = lr
 
     def _old_logprobs(self, shard: TrainBatch, minis: list[np.ndarray]) -> list[Any] | None:
         """The behaviour policy's log-probabilities, before any update of this step. With
@@ -217,6 +232,7 @@ class Learner:
         if aux is not None and coef:
             loss = loss + coef * aux
         self.engine.backward(loss)
+        lr = float(self.engine.get_lr()[0])  # read before the step that uses it
         self.engine.step()
         with torch.no_grad():
             ent = (entropy(logits.detach()) * mask).sum() / max(n_tokens / ws, 1.0)
@@ -228,6 +244,7 @@ class Learner:
             "clip_frac": terms.clip_frac.item(),
             "entropy": float(ent),
             "aux_loss": float(aux) if aux is not None else 0.0,
+            "lr": lr,
         }
 
     # ---- weights and checkpoints -----------------------------------------------------

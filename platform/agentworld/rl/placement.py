@@ -195,11 +195,17 @@ class LearnerGroup:
     def ready(self) -> list[int]:
         return self._all("ready")
 
-    def train_step(self, batch: TrainBatch) -> dict[str, float]:
-        """Every rank takes rows rank::M of each mini-batch; stats are rank means."""
+    def train_step(
+        self, batch: TrainBatch, *, learning_rate: float | None = None
+    ) -> dict[str, float]:
+        """Every rank takes rows rank::M of each mini-batch; stats are rank means.
+        ``learning_rate``: the rate of this step and later ones (``Learner.train_step``)."""
         m = len(self.ranks)
         shards = [batch.rows(_rank_rows(len(batch), r, m)) for r in range(m)]
-        refs = [r.train_step.remote(s) for r, s in zip(self.ranks, shards, strict=True)]
+        refs = [
+            r.train_step.remote(s, learning_rate=learning_rate)
+            for r, s in zip(self.ranks, shards, strict=True)
+        ]
         return gather(refs, "learner train_step", timeout_s=self.timeout_s)[0]
 
     def weights_ref(self) -> Any:
