@@ -58,6 +58,7 @@ def _fit(group, transcripts, pad_id: int, cfg: AgentConfig) -> list[dict]:
     )  # fmt: skip
 
 
+@pytest.mark.slow  # a DeepSpeed learner rank (CONTRIBUTING: heavy components are slow)
 def test_the_fit_and_the_rl_steps_each_step_at_their_own_rate(learners, tiny_checkpoint):
     group, rl = learners
     cfg = AgentConfig(rl=rl, demo_learning_rate=FIT_LR)
