@@ -215,7 +215,7 @@ def test_cpt_export_loads_in_transformers_and_generates(cpt_run, packed_data):
             logits = model(
                 input_ids=batch.input_ids, position_ids=batch.position_ids, use_cache=False
             ).logits
-            loss, n, _ = lm_loss(logits, batch)
+            loss, n = lm_loss(logits, batch)
             total, count = total + float(loss) * n, count + n
     assert total / count == pytest.approx(manifest["counts"]["eval_loss"]["24"], rel=1e-4)
 

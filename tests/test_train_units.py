@@ -93,36 +93,8 @@ def test_loss_targets_skip_document_starts_pad_and_unmasked_tokens():
     # position t predicts t+1: targets 6, 7 (doc 1) and 9 (doc 2); 8 starts a document
     assert batch.target_mask().tolist() == [[True, True, False, True, False, False, False]]
     logits = torch.zeros(1, 8, 16)
-    loss, n, _ = lm_loss(logits, batch)
+    loss, n = lm_loss(logits, batch)
     assert n == 3 and loss.item() == pytest.approx(np.log(16), rel=1e-6)
-
-
-def test_a_turn_weighted_loss_weighs_each_answer_alike():
-    """train.sft_loss=turn: the objective is the mean over answers (runs of targets,
-    split at document starts and unmasked tokens) of each answer's token mean; the
-    reported loss stays the token mean."""
-    import torch
-    import torch.nn.functional as F
-
-    from agentworld.train.loss import lm_loss
-
-    row = _row([[5, 6, 7, 1, 2, 3], [8, 9, 4]], 10)
-    row["loss_mask"] = [[0, 1, 1, 0, 1, 1, 0, 1, 1, 0]]
-    batch = collate(row)
-    # answers: targets 6,7 | 2,3 (doc 1) and 9,4 (doc 2, after its start token 8)
-    logits = torch.randn(1, 10, 16, generator=torch.Generator().manual_seed(0))
-    ce = F.cross_entropy(logits[0, :-1], batch.input_ids[0, 1:], reduction="none")
-    answers = [ce[0:2], ce[3:5], ce[6:8]]
-    mean, n, objective = lm_loss(logits, batch, per_turn=True)
-    assert n == 6 and mean.item() == pytest.approx(torch.cat(answers).mean().item(), rel=1e-5)
-    turns = torch.stack([a.mean() for a in answers]).mean()
-    assert objective.item() == pytest.approx(turns.item(), rel=1e-5)
-    one = _row([[5, 6, 7, 1, 2, 3, 4, 4, 4, 4]], 10)  # one long answer and one short
-    one["loss_mask"] = [[0, 1, 0, 1, 1, 1, 1, 1, 1, 1]]
-    b = collate(one)
-    ce = F.cross_entropy(logits[0, :-1], b.input_ids[0, 1:], reduction="none")
-    _, _, objective = lm_loss(logits, b, per_turn=True)
-    assert objective.item() == pytest.approx(((ce[0] + ce[2:].mean()) / 2).item(), rel=1e-5)
 
 
 def test_warmup_then_cosine_schedule():

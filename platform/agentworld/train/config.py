@@ -52,12 +52,6 @@ class TrainConfig:
     and needs more passes over them: the demo's held-out SFT loss still fell at 40."""
     sft_learning_rate: float | None = None
     """SFT's own peak learning rate (None: ``learning_rate``)."""
-    sft_loss: Literal["token", "turn"] = "token"
-    """How SFT averages its loss over a batch's targets. ``token``: every target token
-    alike, so the long observations (web pages, desktop trees: 70% of the demo's target
-    tokens, 28% of its turns) take most of each step. ``turn``: every answer alike (each
-    answer's tokens share one weight), as the fidelity metrics average over turns. CPT
-    always averages over tokens. Held-out loss is reported per token either way."""
     weight_decay: float = 0.0
     grad_clip: float = 1.0
     eval_every: int = 10

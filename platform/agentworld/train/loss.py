@@ -14,46 +14,26 @@ class Losses:
     """One micro-batch's losses (scalar tensors)."""
 
     total: Any
-    """objective + aux_coef * load_balance: what is backpropagated."""
+    """lm + aux_coef * load_balance: what is backpropagated."""
     lm: Any
-    """Mean next-token cross-entropy over the target tokens (what is reported)."""
+    """Mean next-token cross-entropy over the target tokens."""
     load_balance: Any
     """The router's load-balancing loss (Switch Transformer form), pad excluded."""
     num_targets: int
 
 
-def lm_loss(logits, batch: PackedBatch, *, per_turn: bool = False):
-    """Cross-entropy of position t predicting token t+1 over the target tokens.
-    logits: (B, T, V). Returns (token mean, number of targets, objective): the
-    objective is the token mean, or with ``per_turn`` the mean over answers (runs of
-    consecutive targets) of each answer's token mean."""
+def lm_loss(logits, batch: PackedBatch):
+    """Mean cross-entropy of position t predicting token t+1, over target tokens.
+    logits: (B, T, V). Returns (loss, number of targets)."""
     import torch.nn.functional as F
 
     mask = batch.target_mask()  # (B, T-1)
     n = int(mask.sum())
-    if n == 0:  # a batch of pad only still has to join the collectives: zero loss
-        zero = logits.sum() * 0.0
-        return zero, 0, zero
     pred = logits[:, :-1].float()[mask]  # (N, V)
     target = batch.input_ids[:, 1:][mask]  # (N,)
-    ce = F.cross_entropy(pred, target, reduction="none")  # (N,)
-    mean = ce.mean()
-    if not per_turn:
-        return mean, n, mean
-    turn, turns = answer_ids(mask)
-    size = turn.bincount(minlength=turns).float()
-    return mean, n, (ce / size[turn]).sum() / turns
-
-
-def answer_ids(mask):
-    """For each target of ``mask`` (B, T-1) bool, in row-major order, the index of its
-    answer (a run of consecutive targets within a row), and the number of answers."""
-    import torch
-
-    first = mask.clone()
-    first[:, 1:] &= ~mask[:, :-1]
-    index = torch.cumsum(first.reshape(-1).long(), 0) - 1
-    return index[mask.reshape(-1)], int(first.sum())
+    if n == 0:  # a batch of pad only still has to join the collectives: zero loss
+        return logits.sum() * 0.0, 0
+    return F.cross_entropy(pred, target), n
 
 
 def load_balance_loss(router_logits, valid, *, num_experts: int, top_k: int):
@@ -93,13 +73,7 @@ class RouterShape:
 
 
 def forward_losses(
-    model,
-    batch: PackedBatch,
-    *,
-    aux_coef: float,
-    router: RouterShape,
-    documents: bool = False,
-    per_turn: bool = False,
+    model, batch: PackedBatch, *, aux_coef: float, router: RouterShape, documents: bool = False
 ) -> Losses:
     """Run ``model`` (a causal LM of the family, possibly wrapped by DeepSpeed) on
     ``batch``; the router logits come from the model's own output.
@@ -109,7 +83,7 @@ def forward_losses(
     agentworld.train.batch). ``documents``: the model has recurrent (linear-attention)
     layers, which carry a state along the row whatever the positions say, so each
     document becomes its own right-padded row (``PackedBatch.per_document``) with a 2D
-    padding mask. ``per_turn``: the objective weighs answers alike (``lm_loss``).
+    padding mask.
     """
     if documents:
         batch = batch.per_document()
@@ -120,7 +94,7 @@ def forward_losses(
     out = model(
         input_ids=batch.input_ids, position_ids=batch.position_ids, use_cache=False, **kwargs
     )
-    lm, n, objective = lm_loss(out.logits, batch, per_turn=per_turn)
+    lm, n = lm_loss(out.logits, batch)
     lb = None
     if moe:
         lb = load_balance_loss(
@@ -128,7 +102,7 @@ def forward_losses(
         )
     if lb is None:
         lb = lm.detach() * 0.0
-    return Losses(total=objective + aux_coef * lb, lm=lm, load_balance=lb, num_targets=n)
+    return Losses(total=lm + aux_coef * lb, lm=lm, load_balance=lb, num_targets=n)
 
 
 def warmup_cosine(step: int, *, warmup_steps: int, max_steps: int, min_lr_ratio: float) -> float:

@@ -93,7 +93,7 @@ def micro_batches(shard, spec: WorkerSpec, *, skip: int) -> Iterator[PackedBatch
         offset = 0
 
 
-def _losses(engine, batch: PackedBatch, aux_coef: float, per_turn: bool = False):
+def _losses(engine, batch: PackedBatch, aux_coef: float):
     config = engine.module.config
     return forward_losses(
         engine,
@@ -101,22 +101,20 @@ def _losses(engine, batch: PackedBatch, aux_coef: float, per_turn: bool = False)
         aux_coef=aux_coef,
         router=RouterShape.of(config),
         documents=family_of(config).recurrent,
-        per_turn=per_turn,
     )
 
 
 def train_step(
-    engine, batches: Iterator[PackedBatch], accum: int, aux_coef: float, per_turn: bool = False
+    engine, batches: Iterator[PackedBatch], accum: int, aux_coef: float
 ) -> dict[str, float]:
     """One optimizer step: ``accum`` micro-batches (DeepSpeed steps the optimizer and
     the schedule at the accumulation boundary); ``aux_coef`` weighs the router's
-    load-balancing loss; ``per_turn`` weighs answers alike (train.sft_loss). Metrics
-    are global; the loss reported is the token mean."""
+    load-balancing loss. Metrics are global."""
     start = time.perf_counter()
     lm = lb = tokens = 0.0
     for _ in range(accum):
         batch = next(batches)
-        losses = _losses(engine, batch, aux_coef, per_turn)
+        losses = _losses(engine, batch, aux_coef)
         engine.backward(losses.total)
         engine.step()
         lm, lb = lm + float(losses.lm.detach()), lb + float(losses.load_balance.detach())
@@ -170,7 +168,6 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
     spec: WorkerSpec = config["spec"]
     events = config.get("events")
     train, aux_coef = spec.train, spec.model.router_aux_loss_coef
-    per_turn = spec.stage == "sft" and train.sft_loss == "turn"
     rank, world = worker_rank()
     torch.manual_seed(train.seed)
     model, tokenizer = build_model(spec.model, train, spec.source)
@@ -188,7 +185,7 @@ def train_loop_per_worker(config: dict[str, Any]) -> None:
         metrics = {
             **info,
             "step": step,
-            **train_step(engine, batches, train.grad_accum_steps, aux_coef, per_turn),
+            **train_step(engine, batches, train.grad_accum_steps, aux_coef),
         }
         last = step == train.max_steps
         if last or step % train.eval_every == 0:
