@@ -49,10 +49,26 @@ AGENT = (
 )
 
 
+# The world model's recipe at the size of a demo (debug_cpu's 1M-parameter shape, about
+# 12 of the 20 minutes on an idle 2-core machine). 150 episodes: at 60 the model stopped
+# improving on held-out turns after about 300 SFT steps while its training loss went on
+# falling. SFT trains on whole conversations (each turn's context read once per epoch,
+# not once per later turn: 1.6x fewer tokens an epoch).
+# Held-out loss every 50 steps and checkpoints every 100 (debug_cpu's 10 would write 70
+# checkpoints in SFT alone). The step counts are debug_cpu's; another --recipe keeps
+# its own.
+RECIPE = (
+    "data.sft_rows=trajectory",
+    "train.eval_every=50",
+    "train.checkpoint_every=100",
+)
+STEPS = ("train.max_steps=100", "train.sft_max_steps=700", "train.warmup_steps=25")
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = job_parser(__doc__)
     p.add_argument("--out", type=url, default=url("runs/demo"), help="run directory")
-    p.add_argument("--episodes", type=int, default=24, help="episodes to record")
+    p.add_argument("--episodes", type=int, default=150, help="episodes to record")
     p.add_argument("--max-steps", type=int, help="steps of cpt, sft and rl (default: recipe)")
     p.add_argument("--max-items", type=int, help="held-out turns to evaluate (default: all)")
     for stage in SKIPPABLE:
@@ -63,10 +79,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def config_args(args: argparse.Namespace) -> tuple[str, ...]:
     """``--recipe`` and the ``--set`` items every stage gets."""
-    # os where set-up installed the desktop: 4 of the 24 episodes, about 20 s more collect
-    # (24 episodes on 2 loaded cores: 41 s without it, 63 s with it).
+    # os where set-up installed the desktop, a sixth of the episodes (at 24 episodes on 2
+    # loaded cores it added about 20 s of collect: 41 s without it, 63 s with it).
     domains = DOMAINS + (",os" if desktop_installed() else "")
-    items = [f"collect.domains={domains}", f"collect.episodes={args.episodes}"]
+    sized = STEPS if args.recipe == "debug_cpu" else ()
+    items = [*RECIPE, *sized, f"collect.domains={domains}", f"collect.episodes={args.episodes}"]
     if n := args.max_steps:
         steps = ("train.max_steps", "train.sft_max_steps", "rl.max_steps")
         items += [*(f"{key}={n}" for key in steps), f"train.warmup_steps={n // 4}"]
