@@ -29,6 +29,7 @@ def test_every_stage_of_the_demo_gets_its_recipe_and_a_users_sizes_win():
     r = _recipe(job)
     assert r.name == "debug_cpu" and r.collect.episodes == 150
     assert r.data.sft_rows == "trajectory"
+    assert (r.rl.rollout.max_new_tokens, r.rl.rollout.engine.max_model_len) == (512, 1536)
     assert (r.train.max_steps, r.train.sft_max_steps) == (100, 700)
     assert (r.train.eval_every, r.train.checkpoint_every) == (50, 100)
     small = _recipe(job, "--episodes", "16", "--max-steps", "4", "--set", "train.eval_every=2")
