@@ -445,19 +445,25 @@ def sft_windows(
             tail,
         ]
 
-    size = [0] + [sum(x.size for x in turn(j)) for j in range(1, (len(st) - 2) // 2 + 1)]
+    turns = (len(st) - 2) // 2
+    end = np.cumsum([0] + [sum(x.size for x in turn(j)) for j in range(1, turns + 1)])
+
+    def length(a: int, b: int) -> int:
+        """Tokens of a row of turns a..b."""
+        return sys_end + int(end[b] - end[a - 1])
+
     out, pending = [], sorted(samples)
     while pending:
         first = pending[0]
         a = samples[first].truncated_turns + 1
-        while a < first and sys_end + sum(size[a : first + 1]) > seq_len:
+        while a < first and length(a, first) > seq_len:
             a += 1
-        if sys_end + sum(size[a : first + 1]) > seq_len:
+        if length(a, first) > seq_len:
             out.append(dataclasses.replace(samples[first], kind="sft_window"))
             pending = pending[1:]
             continue
         b = first
-        while b + 1 < len(size) and sys_end + sum(size[a : b + 2]) <= seq_len:
+        while b < turns and length(a, b + 1) <= seq_len:
             b += 1
         parts, mask = [e.ids[:sys_end]], [np.zeros(sys_end, np.int8)]
         for j in range(a, b + 1):
