@@ -13,6 +13,9 @@ scored on the same held-out turns as the model.
 Run:  python bench/bench_demo.py [--quick] [--set KEY=VALUE ...]
       (full: the demo's defaults, about 15 to 20 minutes on a 2-core machine; --quick a
       few minutes at a size where no goal can be met: it checks the benchmark runs)
+      python bench/bench_demo.py --from-run runs/demo
+      (the same figures read from a demo that already ran, such as a fresh clone's
+      `make demo`; its time is the sum of its stages')
 """
 
 from __future__ import annotations
@@ -46,6 +49,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--recipe", help="the demo's recipe (default: the demo's)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--out", help="run directory (default: a temporary one)")
+    p.add_argument(
+        "--from-run",
+        metavar="DIR",
+        help="read the figures of a finished demo run (its --out) instead of running one",
+    )
     return parse_sized(p, QUICK, argv)
 
 
@@ -85,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'platform'}:{ROOT}"}
     env.setdefault("WANDB_MODE", "offline")
+    if a.from_run:
+        return report(a, from_run(a.from_run), ["--from-run", a.from_run])
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.abspath(a.out or os.path.join(tmp, "demo"))
         argv_ = demo_argv(a, out)
@@ -96,6 +106,23 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[bench_demo] the demo failed with exit code {rc}", file=sys.stderr)
             return rc
         result = figures(out, wall)
+    return report(a, result, argv_[2:])
+
+
+def from_run(out: str) -> dict:
+    """The figures of a finished demo run; its time is the sum of its stages."""
+    for need in ("pipeline.json", "eval/score/summary.json"):
+        if not Path(out, need).is_file():
+            raise SystemExit(f"[bench_demo] {out} is not a finished demo run: {need} is missing")
+    stages = json.loads(Path(out, "pipeline.json").read_text())["stages"]
+    undone = [name for name, s in stages.items() if s.get("status") != "done"]
+    if undone:
+        raise SystemExit(f"[bench_demo] {out}: stages not done: {', '.join(undone)}")
+    return figures(out, sum(s["seconds"] for s in stages.values()))
+
+
+def report(a: argparse.Namespace, result: dict, argv: list[str]) -> int:
+    """Write the figures and their goals to bench/results/demo.json; print the verdict."""
     overall = result["overall"]
     ratio = overall["model"] / max(overall["baseline_value"], 1e-9)
     ci = overall["ci95"] or [overall["margin"], overall["margin"]]
@@ -113,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     if agent_s is not None:
         goals.append(goal("agent_stage_seconds", agent_s, "<=", AGENT_SECONDS,
                           "the demo's agent stage costs at most 2 minutes"))  # fmt: skip
-    result.update(quick=a.quick, argv=argv_[2:])
+    result.update(quick=a.quick, argv=argv)
     path = write_result("demo", result, goals=goals)
     print(
         f"[bench_demo] model {overall['model']:.1f} vs {overall['baseline']} "

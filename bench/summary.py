@@ -9,6 +9,10 @@ Only the results of the benchmarks are summarized: ``bench/bench_<name>.py`` wri
 under another name) is left out and named on stderr; experiments are written up in
 docs/experiments.md, not beside the goals.
 
+A benchmark whose result file is not in the folder (results are large or local, and a
+checkout may hold only some) keeps the rows the summary already had for it, so that
+regenerating the summary after one benchmark loses no other figure.
+
 Run:  python bench/summary.py [--results bench/results] [--benches bench]   (prints the table too)
 """
 
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from dataclasses import astuple, dataclass
 from pathlib import Path
@@ -122,6 +127,19 @@ def rows_of(name: str, result: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def kept_rows(previous: str, names: set[str], results: dict[str, Any]) -> list[Row]:
+    """The rows of an earlier SUMMARY.md for the benchmarks in ``names`` that have no
+    result here, as they were."""
+    rows = []
+    for line in previous.splitlines():
+        if not line.startswith("| "):
+            continue
+        cells = [c.replace("\\|", "|") for c in re.split(r" \| ", line.strip()[2:-2])]
+        if len(cells) == len(COLUMNS) and cells[0] in names and cells[0] not in results:
+            rows.append(Row(*cells))
+    return rows
+
+
 def table(rows: list[Row]) -> str:
     """A Markdown table; ``|`` inside a cell is escaped so that it stays one cell."""
 
@@ -133,9 +151,11 @@ def table(rows: list[Row]) -> str:
     return "\n".join(out)
 
 
-def summary(results: dict[str, dict[str, Any]], here: dict[str, Any]) -> str:
-    """The whole SUMMARY.md: heading, table, counts and this machine's cores and load."""
+def summary(results: dict[str, dict[str, Any]], here: dict[str, Any], kept: list[Row] = ()) -> str:
+    """The whole SUMMARY.md: heading, table, counts and this machine's cores and load;
+    ``kept`` rows (benchmarks without a result here) stand in their benchmark's place."""
     rows = [row for name, result in results.items() for row in rows_of(name, result)]
+    rows = sorted([*rows, *kept], key=lambda r: r.bench)
     goals = [r for r in rows if r.met]
     met = sum(r.met == "yes" for r in goals)
     return "\n".join(
@@ -147,7 +167,12 @@ def summary(results: dict[str, dict[str, Any]], here: dict[str, Any]) -> str:
             "",
             table(rows),
             "",
-            f"{met} of {len(goals)} goals met, {len(results)} results.",
+            f"{met} of {len(goals)} goals met, {len(results)} results"
+            + (
+                f" ({len({r.bench for r in kept})} more kept from the last summary)."
+                if kept
+                else "."
+            ),
             f"Summarized on a machine with {here['cores']} cores, load {here['load_1m']} "
             f"(1-minute average), at {here['time']}.",
             "",
@@ -164,7 +189,11 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if not args.results.is_dir():
         p.error(f"--results {args.results}: no such folder")
-    text = summary(load_results(args.results, benchmark_names(args.benches)), machine())
+    names = benchmark_names(args.benches)
+    results = load_results(args.results, names)
+    previous = args.results / "SUMMARY.md"
+    kept = kept_rows(previous.read_text(), names, results) if previous.is_file() else []
+    text = summary(results, machine(), kept)
     (args.results / "SUMMARY.md").write_text(text)
     print(text, end="")
     return 0

@@ -109,6 +109,38 @@ def test_summary_lists_only_the_results_of_benchmarks(
     assert "left out probe.json: no bench_probe.py" in capsys.readouterr().err
 
 
+def test_summary_keeps_the_rows_of_a_benchmark_whose_result_is_not_here(
+    tmp_path: Path,
+) -> None:
+    """Regenerating after one benchmark keeps the other benchmarks' rows, as they were
+    (a pipe inside a cell included), when their result files are not in the folder; a
+    benchmark with a result gets its rows from it, and a row of no benchmark goes."""
+    benches = bench_folder(tmp_path, "serve", "train", "dedup", "gone")
+    write(tmp_path, "serve", {"goals": [goal("speedup", 6.0, ">=", 5.0, "old")]})
+    write(tmp_path, "train", {"goals": [goal("vs_plain", 0.9, ">=", 0.8, "a | b")]})
+    write(tmp_path, "dedup", {"goals": [goal("ratio", 2.0, ">=", 1.0, "dedup")]})
+    write(tmp_path, "gone", {"goals": [goal("r", 1.0, ">=", 1.0, "gone")]})
+    argv = ["--results", str(tmp_path), "--benches", str(benches)]
+    assert summary.main(argv) == 0
+    before = table_rows((tmp_path / "SUMMARY.md").read_text())
+    assert [r[0] for r in before] == ["dedup", "gone", "serve", "train"]
+    (tmp_path / "train.json").unlink()
+    write(tmp_path, "serve", {"goals": [goal("speedup", 9.0, ">=", 5.0, "new")]})
+    (tmp_path / "gone.json").unlink()  # ... and a benchmark goes with its result
+    (benches / "bench_gone.py").unlink()
+    assert summary.main(argv) == 0
+    text = (tmp_path / "SUMMARY.md").read_text()
+    after = table_rows(text)
+    assert [r[:3] for r in after] == [
+        ["dedup", "ratio", "2"],
+        ["serve", "speedup", "9"],
+        ["train", "vs_plain", "0.9"],
+    ]
+    assert after[2] == next(r for r in before if r[0] == "train")
+    assert "a \\| b" in text
+    assert "3 of 3 goals met, 2 results (1 more kept from the last summary)." in text
+
+
 def test_summary_names_a_bad_result_file(tmp_path: Path) -> None:
     argv = ["--results", str(tmp_path), "--benches", str(bench_folder(tmp_path, "broken"))]
     (tmp_path / "broken.json").write_text('{"goals": [')
