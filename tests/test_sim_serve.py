@@ -105,6 +105,24 @@ def test_session_life_cycle(sim_url):
     assert info.value.status == 404
 
 
+def test_a_session_longer_than_the_context_goes_on_from_its_latest_turns(sim_url):
+    """Four steps whose actions together exceed the engine's 1024-token context: every
+    step is answered, the prompt leaves the oldest turns out once the history no longer
+    fits (``engine.history_dropped``), and the session keeps all four turns."""
+    env = _env(sim_url)
+    env.reset()
+    action = "cat " + " ".join(f"/srv/data/part-{i:03d}/table.parquet" for i in range(12))
+    dropped = []
+    for _ in range(4):
+        *_, info = env.step(action)
+        dropped.append(info["engine"]["history_dropped"])
+    session = env.client.get_session(env.session_id)
+    assert [t["turn"] for t in session["turns"]] == [1, 2, 3, 4]
+    assert dropped[0] == 0 and dropped[-1] > 0, dropped
+    assert session["turns"][-1]["engine"]["history_dropped"] == dropped[-1]
+    env.close()
+
+
 def test_concurrent_sessions_never_mix(sim_url):
     envs = {name: _env(sim_url, environment=f"bash for {name}") for name in ("left", "right")}
     for env in envs.values():

@@ -61,6 +61,17 @@ _ENGINE_TRIES = 2
 the replica by then, and the session's history goes to the next one."""
 
 
+class PromptTooLong(SimError):
+    """The engine refused a prompt longer than its context."""
+
+
+def _over_context(error: Any) -> bool:
+    # vLLM names the prompt's length as the parameter it refused (input_tokens, or
+    # input_text when it refuses on characters before tokenizing).
+    said = f"{getattr(error, 'param', None)} {getattr(error, 'message', '')}"
+    return any(p in said for p in ("input_tokens", "input_text"))
+
+
 def within_context(body: Any, max_model_len: int) -> Any:
     """The request with its token limit cut to the engine's context. Clients ask for
     more than a small simulator holds: AgentWorldBench's eval script sends max_tokens
@@ -207,8 +218,9 @@ class SimIngress(McpRoutes, OpenAiIngress):
                 "injected": True,
                 "finish_reason": "injected",
             }
-        messages = step_messages(system, turns, text, domain=domain, style=self.style)
-        raw, finish, engine = await self._generate(messages, sampling, affinity)
+        raw, finish, engine = await self._generate_within_context(
+            system, turns, text, domain, sampling, affinity
+        )
         pred = read_prediction(raw, control)
         return {
             "action": text,
@@ -218,6 +230,32 @@ class SimIngress(McpRoutes, OpenAiIngress):
             "finish_reason": finish,
             "engine": engine,
         }
+
+    async def _generate_within_context(
+        self,
+        system: str,
+        turns: list[dict],
+        text: str,
+        domain: str,
+        sampling: Sampling,
+        affinity: str | None,
+    ) -> tuple[str, str | None, dict[str, Any]]:
+        """``_generate`` on the step's prompt. A session grown past the engine's context
+        is not refused: its prompt loses the older half of the turns it still sends, again
+        while the engine refuses it, down to the environment and the action alone (the
+        session keeps every turn). ``engine.history_dropped`` counts the turns left out."""
+        kept = len(turns)
+        while True:
+            sent = turns[len(turns) - kept :]
+            messages = step_messages(system, sent, text, domain=domain, style=self.style)
+            try:
+                raw, finish, engine = await self._generate(messages, sampling, affinity)
+            except PromptTooLong:
+                if kept == 0:
+                    raise
+                kept //= 2
+                continue
+            return raw, finish, {**engine, "history_dropped": len(turns) - kept}
 
     async def _generate(
         self, messages: list[dict[str, str]], sampling: Sampling, affinity: str | None
@@ -265,7 +303,8 @@ class SimIngress(McpRoutes, OpenAiIngress):
         error = getattr(first, "error", None)
         if error is not None:
             status = 422 if 400 <= int(error.code) < 500 else 502
-            raise SimError(status, "model_error", f"the model refused the request: {error.message}")
+            refusal = PromptTooLong if _over_context(error) else SimError
+            raise refusal(status, "model_error", f"the model refused the request: {error.message}")
         choice = first.choices[0]
         # With a reasoning parser the engine hands the think block back apart.
         reasoning = getattr(choice.message, "reasoning", None)
@@ -342,7 +381,8 @@ async def _answers(response: Any):
 
 def engine_facts(answer: Any) -> dict[str, Any]:
     """What the engine reports of one answer: its replica, the prompt's tokens and how
-    many of them came from the prefix cache, and the time to first token."""
+    many of them came from the prefix cache, and its times: waiting in the engine's
+    queue, to the first token once scheduled, and from there to the last token."""
     usage = answer.usage
     details = getattr(usage, "prompt_tokens_details", None)
     metrics = getattr(answer, "metrics", None)
@@ -351,6 +391,8 @@ def engine_facts(answer: Any) -> dict[str, Any]:
         "prompt_tokens": usage.prompt_tokens,
         "cached_tokens": getattr(details, "cached_tokens", None) or 0,
         "ttft_ms": getattr(metrics, "time_to_first_token_ms", None),
+        "queue_ms": getattr(metrics, "queue_time_ms", None),
+        "generation_ms": getattr(metrics, "generation_time_ms", None),
     }
 
 
