@@ -2,25 +2,30 @@
 
 Starts a local Ray cluster (4 logical CPUs) and the simulator app (serve/sim_cpu.yaml's
 settings) on a tiny checkpoint built from the example trajectories (or --model), over
-loopback only. Then the same work twice: S sessions x T steps
-  sequential: one step at a time;
-  concurrent: every session in its own thread, all at once.
+loopback only. Then the same work at several concurrencies: S sessions x T steps
+  sequential: one step at a time (the first level's sessions);
+  concurrent: for each level in --sessions (16 and 64), that many sessions at once, each
+  in its own thread.
+Each phase gives steps/s, p50/p99 latency, errors, and where a step's time goes: the
+engine's own report of each step (waiting in its queue, to the first token, decoding)
+and the rest of the client's latency (HTTP, Serve's routing, the ingress, the session
+store), so that the bound at the highest concurrency is named.
 And the same for a simulated MCP server (a registered environment at /v1/mcp/bench),
 through the official ``mcp`` client: M MCP sessions x T ``tools/call``, one at a time,
 then all M at once.
-Prints the throughput ratios (concurrent / sequential steps or calls per second), p50/p99
-latency of each phase, and the error count; writes bench/results/serve.json. Goals:
-concurrent >= 5x sequential, MCP tools/call at concurrency M >= 4x one at a time,
-0 errors (the exit code is 1 on any error).
+Goals (bench/results/serve.json): 16 concurrent sessions >= 8x one step at a time, their
+p99 latency <= 3x their p50, MCP tools/call at concurrency M >= 4x one at a time, 0
+errors (the exit code is 1 on any error).
 Then history per session (--affinity-sessions 16 x --affinity-turns 8 on 2 engine
-replicas): the same sessions with ``engine_routing: session`` (every turn to the replica
-holding the session's prefix cache) and then ``load`` (Serve's default), time to first
+replicas serving a model of --affinity-shape's size, medium_cpu by default): the same
+sessions with ``engine_routing: session`` (every turn to the replica holding the
+session's prefix cache) and then ``load`` (Serve's default), time to first
 token of each turn as the engine reports it. Goal: late turns' median TTFT with affinity
 below the one without (ratio < 1; p25-p75 intervals beside it). ``--affinity-sessions 0``
 leaves this part out.
 Every request has a timeout and the run stops after --deadline-s.
 
-Run:  python bench/bench_serve.py [--sessions 32 --mcp-sessions 16 --steps 3 --max-tokens 32] [--quick]
+Run:  python bench/bench_serve.py [--sessions 16,64 --mcp-sessions 16 --steps 3 --max-tokens 32] [--quick]
 """
 
 from __future__ import annotations
@@ -46,7 +51,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 KEY = "sk-bench-000000"
 # The start-up (Ray, Serve, vLLM) dominates a run, not the load phases (~20 s at full
-# size); so --quick keeps the 32 sessions and answer length the goal is about, fewer steps.
+# size); so --quick keeps the session counts and answer length the goals are about, fewer
+# steps.
 QUICK = {"steps": 2, "affinity_turns": 6}
 APP = "agentworld-sim-bench"
 # A session's environment long enough that its history fills KV-cache blocks (only whole
@@ -58,7 +64,13 @@ def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--sessions", type=int, default=32)
+    p.add_argument(
+        "--sessions",
+        type=_levels,
+        default="16,64",
+        help="concurrent sessions, one phase per level (comma-separated); the goals are "
+        "about the first",
+    )
     p.add_argument(
         "--mcp-sessions", type=int, default=16, help="MCP client sessions at once (MCP phase)"
     )
@@ -72,18 +84,38 @@ def parse_args() -> argparse.Namespace:
         "--affinity-sessions", type=int, default=16, help="sessions at once (affinity part)"
     )
     p.add_argument("--affinity-turns", type=int, default=8, help="turns per session (affinity)")
+    p.add_argument(
+        "--affinity-shape",
+        default="medium_cpu",
+        help="the recipe whose model shape the affinity part serves (on the tiny model a "
+        "whole history's prefill takes about as long as scheduling jitter, so a cached "
+        "prefix cannot show in the time to first token); 'tiny': the load phases' model",
+    )
     return parse_sized(p, QUICK)
 
 
-def tiny_model(directory: str) -> str:
+def _levels(text: str) -> list[int]:
+    levels = [int(x) for x in text.split(",") if x.strip()]
+    if not levels or min(levels) < 1:
+        raise argparse.ArgumentTypeError(
+            f"want positive session counts such as 16,64, got {text!r}"
+        )
+    return levels
+
+
+def tiny_model(directory: str, shape: str | None = None) -> str:
+    """A checkpoint with a tokenizer trained on the example trajectories: the debug_cpu
+    model's shape, or the named recipe's."""
     from agentworld.model import build_tiny_checkpoint
+    from agentworld.recipes import get_recipe
     from agentworld.schema.examples import example_trajectories
 
     texts = []
     for t in example_trajectories(copies=8):
         texts.append(t.environment)
         texts += [x for turn in t.turns for x in (turn.action, turn.observation)]
-    return build_tiny_checkpoint(texts, os.path.join(directory, "model"))
+    cfg = get_recipe(shape).model if shape else None
+    return build_tiny_checkpoint(texts, os.path.join(directory, f"model-{shape or 'tiny'}"), cfg)
 
 
 def app_args(model: str, *, replicas: int = 1, routing: str = "session") -> dict:
@@ -142,8 +174,9 @@ def stop() -> None:
 
 def run_session(
     url: str, index: int, steps: int, max_tokens: int, deadline: float
-) -> tuple[list[float], int]:
-    """Latencies of one session's steps and its error count."""
+) -> tuple[list[tuple[float, dict | None]], int]:
+    """One session's steps, each its latency and the engine's report of it, and the
+    session's error count."""
     from agentworld.sim import SimAPIError, SimEnv
 
     latencies, errors = [], 0
@@ -163,8 +196,8 @@ def run_session(
                 break
             t = time.perf_counter()
             try:
-                env.step(f"echo session-{index}-step-{step}")
-                latencies.append(time.perf_counter() - t)
+                info = env.step(f"echo session-{index}-step-{step}")[4]
+                latencies.append((time.perf_counter() - t, info.get("engine")))
             except SimAPIError as e:
                 print(f"[bench] session {index} step {step}: {e}", file=sys.stderr)
                 errors += 1
@@ -173,15 +206,52 @@ def run_session(
     return latencies, errors
 
 
-def phase(url: str, a: argparse.Namespace, workers: int, deadline: float) -> dict:
+def phase(url: str, a: argparse.Namespace, workers: int, sessions: int, deadline: float) -> dict:
+    """``sessions`` sessions of ``a.steps`` steps, ``workers`` at a time."""
     t0 = time.perf_counter()
     with ThreadPoolExecutor(max_workers=workers) as pool:
         results = list(
             pool.map(
-                lambda i: run_session(url, i, a.steps, a.max_tokens, deadline), range(a.sessions)
+                lambda i: run_session(url, i, a.steps, a.max_tokens, deadline), range(sessions)
             )
         )
-    return _phase_figures(results, workers, time.perf_counter() - t0, "steps")
+    wall = time.perf_counter() - t0
+    steps = [x for lat, _ in results for x in lat]
+    figures = _phase_figures(
+        [([t for t, _ in lat], e) for lat, e in results], workers, wall, "steps"
+    )
+    figures["sessions"] = sessions
+    figures["time_ms_p50"] = where_time_goes(steps)
+    return figures
+
+
+ENGINE_PARTS = ("queue_ms", "ttft_ms", "generation_ms")
+
+
+def where_time_goes(steps: list[tuple[float, dict | None]]) -> dict:
+    """Medians over the steps of the client's latency, of each part of the engine's time
+    (waiting in its queue, to the first token once scheduled, decoding), and of the rest
+    of the latency: HTTP, Serve's routing, the ingress and the session store."""
+    rows = [
+        (t * 1000, e) for t, e in steps if e and all(e.get(k) is not None for k in ENGINE_PARTS)
+    ]
+    if not rows:
+        return {}
+    out = {"latency": _median([t for t, _ in rows])}
+    for k in ENGINE_PARTS:
+        out[k.removesuffix("_ms")] = _median([e[k] for _, e in rows])
+    out["outside_engine"] = _median([t - sum(e[k] for k in ENGINE_PARTS) for t, e in rows])
+    return {k: round(v, 1) for k, v in out.items()}
+
+
+def bound(parts: dict) -> str:
+    """The part of a step's median time that is largest (its name)."""
+    named = {k: v for k, v in parts.items() if k != "latency"}
+    return max(named, key=named.get) if named else "unknown"
+
+
+def _median(values: list[float]) -> float:
+    return _quantile(sorted(values), 0.5)
 
 
 MCP_ENVIRONMENT = {
@@ -211,9 +281,16 @@ async def mcp_session(url: str, index: int, calls: int, max_tokens: int, deadlin
                 await c.call_tool("echo", {"text": f"session-{index}-call-{call}"})
                 latencies.append(time.perf_counter() - t)
     except Exception as e:  # noqa: BLE001 - counted and named, the run goes on
-        print(f"[bench] MCP session {index}: {type(e).__name__}: {e}", file=sys.stderr)
+        print(f"[bench] MCP session {index}: {_leaves(e)}", file=sys.stderr)
         errors += calls - len(latencies)
     return latencies, errors
+
+
+def _leaves(e: BaseException) -> str:
+    """An exception named by what was raised: a task group's own errors, not the group."""
+    if isinstance(e, BaseExceptionGroup):
+        return "; ".join(_leaves(x) for x in e.exceptions)
+    return f"{type(e).__name__}: {e}"
 
 
 def mcp_phase(url: str, a: argparse.Namespace, workers: int, deadline: float) -> dict:
@@ -347,15 +424,22 @@ def main() -> int:
         asyncio.run(mcp_session(url, -1, 2, a.max_tokens, time.monotonic() + 120))  # warm-up
         deadline = time.monotonic() + a.deadline_s
         try:
-            sequential = phase(url, a, 1, deadline)
-            concurrent = phase(url, a, a.sessions, deadline)
+            sequential = phase(url, a, 1, a.sessions[0], deadline)
+            concurrent = {n: phase(url, a, n, n, deadline) for n in a.sessions}
             mcp_sequential = mcp_phase(url, a, 1, deadline)
             mcp_concurrent = mcp_phase(url, a, a.mcp_sessions, deadline)
-            affinity = affinity_part(model, url, a) if a.affinity_sessions else None
+            affinity = None
+            if a.affinity_sessions:
+                shape = None if a.affinity_shape == "tiny" else a.affinity_shape
+                affinity = affinity_part(tiny_model(tmp, shape) if shape else model, url, a)
         finally:
             stop()
-    ratio = concurrent["steps_per_s"] / sequential["steps_per_s"]
+    first = concurrent[a.sessions[0]]
+    ratios = {
+        n: round(p["steps_per_s"] / sequential["steps_per_s"], 2) for n, p in concurrent.items()
+    }
     mcp_ratio = mcp_concurrent["calls_per_s"] / mcp_sequential["calls_per_s"]
+    top = concurrent[a.sessions[-1]]
     result = {
         "bench": "serve",
         "quick": a.quick,
@@ -363,30 +447,46 @@ def main() -> int:
         "steps_per_session": a.steps,
         "max_tokens": a.max_tokens,
         "sequential": sequential,
-        "concurrent": concurrent,
-        "throughput_ratio": round(ratio, 2),
+        "concurrent": {str(n): p for n, p in concurrent.items()},
+        "throughput_ratio": {str(n): r for n, r in ratios.items()},
+        "bound": {"sessions": a.sessions[-1], "part": bound(top["time_ms_p50"])},
         "mcp_sessions": a.mcp_sessions,
         "mcp_sequential": mcp_sequential,
         "mcp_concurrent": mcp_concurrent,
         "mcp_throughput_ratio": round(mcp_ratio, 2),
+        "affinity_shape": a.affinity_shape,
         "affinity": affinity,
-        "errors": sum(p["errors"] for p in (sequential, concurrent, mcp_sequential, mcp_concurrent))
+        "errors": sum(p["errors"] for p in (sequential, mcp_sequential, mcp_concurrent))
+        + sum(p["errors"] for p in concurrent.values())
         + sum(affinity[r]["errors"] for r in ("session", "load") if affinity),
     }
-    for name in ("sequential", "concurrent", "mcp_sequential", "mcp_concurrent"):
+    print(f"[bench] sequential: {sequential}")
+    for n, p in concurrent.items():
+        print(f"[bench] {n} at once: {p}; {ratios[n]:.2f}x one at a time")
+    for name in ("mcp_sequential", "mcp_concurrent"):
         print(f"[bench] {name}: {result[name]}")
     print(
-        f"[bench] throughput ratio concurrent/sequential: {ratio:.2f}x, MCP tools/call at "
+        f"[bench] at {a.sessions[-1]} sessions a step's median time goes mostly to "
+        f"{result['bound']['part']} ({top['time_ms_p50']}); MCP tools/call at "
         f"{a.mcp_sessions} at once vs one at a time: {mcp_ratio:.2f}x, errors: {result['errors']}"
     )
+    n0 = a.sessions[0]
     goals = [
         goal(
             "concurrent_vs_sequential",
-            ratio,
+            ratios[n0],
             ">=",
-            5.0,
-            f"the simulator serves many sessions at once: steps/s of {a.sessions} concurrent"
+            8.0,
+            f"the simulator serves many sessions at once: steps/s of {n0} concurrent"
             " sessions vs one step at a time",
+        ),
+        goal(
+            "concurrent_p99_vs_p50",
+            first["p99_s"] / first["p50_s"],
+            "<=",
+            3.0,
+            f"no session waits far longer than the rest: p99 over p50 step latency of {n0} "
+            "concurrent sessions",
         ),
         goal(
             "mcp_concurrent_vs_sequential",
