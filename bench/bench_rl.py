@@ -1,7 +1,8 @@
 """Bench: RL rollout throughput and weight-sync cost, measured in one run.
 
 1. Rollout tokens/s through the vLLM rollout actor (the RL loop's path: token ids in,
-   G samples per prompt) against transformers ``generate`` in this process, on the same
+   G samples per prompt) against transformers ``generate`` in this process, the median
+   of --rounds timed rounds each (the paired rounds' range beside it), on the same
    model (``--recipe``'s shape: by default the ``medium_cpu`` 23M-parameter MoE, as on
    the tiny one engine overheads dominate) and the same prompts, sampling settings and
    token budget.
@@ -38,7 +39,7 @@ os.environ.setdefault("WANDB_MODE", "offline")
 
 # The same medium_cpu model at --quick (the ratio means little on the tiny one), fewer
 # and shorter rollouts and one step fewer.
-QUICK = {"contexts": 4, "group": 4, "new_tokens": 16, "steps": 2}
+QUICK = {"contexts": 4, "group": 4, "new_tokens": 16, "steps": 2, "rounds": 3}
 
 
 def build_inputs(tmp: str, a: argparse.Namespace):
@@ -71,20 +72,45 @@ def build_inputs(tmp: str, a: argparse.Namespace):
     return dataclasses.replace(recipe, rl=rl), contexts
 
 
-def vllm_tokens_per_s(workers, prompts: list[list[int]], group: int) -> dict:
+def vllm_tokens_per_s(workers, prompts: list[list[int]], group: int, rounds: int) -> dict:
     workers.rollout.generate(prompts[:2], n=2)  # warm-up
-    t0 = time.perf_counter()
-    out = workers.rollout.generate(prompts, n=group)
-    seconds = time.perf_counter() - t0
-    tokens = sum(len(c.token_ids) for group in out for c in group)
-    return {"tokens": tokens, "seconds": seconds, "tokens_per_s": tokens / seconds}
+    timed = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        out = workers.rollout.generate(prompts, n=group)
+        timed.append((sum(len(c.token_ids) for g in out for c in g), time.perf_counter() - t0))
+    return _rounds(timed)
+
+
+def _rounds(timed: list[tuple[int, float]]) -> dict:
+    """Tokens and seconds of each timed round, and the median round's tokens/s."""
+    rates = sorted(t / s for t, s in timed)
+    return {
+        "tokens": sum(t for t, _ in timed),
+        "seconds": sum(s for _, s in timed),
+        "rounds_tokens_per_s": [round(t / s, 1) for t, s in timed],
+        "tokens_per_s": rates[len(rates) // 2],
+    }
+
+
+def rollout_ratio(vllm: dict, hf: dict) -> dict:
+    """The ratio of the two median rounds, and its range over the rounds paired in order
+    (round i of one against round i of the other)."""
+    pairs = [
+        v / h for v, h in zip(vllm["rounds_tokens_per_s"], hf["rounds_tokens_per_s"], strict=True)
+    ]
+    return {
+        "ratio": vllm["tokens_per_s"] / hf["tokens_per_s"],
+        "paired_rounds_range": [round(min(pairs), 3), round(max(pairs), 3)],
+    }
 
 
 def hf_tokens_per_s(
     model_dir: str, prompts: list[list[int]], eos_id: int, pad_id: int, a: argparse.Namespace
 ) -> dict:
     """transformers generate: the same prompts (left-padded batch), G samples each,
-    the same budget; tokens counted up to and including the end-of-turn token."""
+    the same budget, ``a.rounds`` timed rounds; tokens counted up to and including the
+    end-of-turn token (the batch runs until its longest row ends)."""
     import torch
 
     from agentworld.model import load_model
@@ -110,13 +136,16 @@ def hf_tokens_per_s(
             input_ids=ids[:2], attention_mask=attn[:2], **{**kwargs, "max_new_tokens": 4}
         )
         torch.manual_seed(0)
-        t0 = time.perf_counter()
-        out = model.generate(input_ids=ids, attention_mask=attn, **kwargs)
-        seconds = time.perf_counter() - t0
-    tokens = 0
-    for row in out[:, width:].tolist():
-        tokens += row.index(eos_id) + 1 if eos_id in row else len(row)
-    return {"tokens": tokens, "seconds": seconds, "tokens_per_s": tokens / seconds}
+        timed = []
+        for _ in range(a.rounds):
+            t0 = time.perf_counter()
+            out = model.generate(input_ids=ids, attention_mask=attn, **kwargs)
+            seconds = time.perf_counter() - t0
+            rows = out[:, width:].tolist()
+            timed.append(
+                (sum(r.index(eos_id) + 1 if eos_id in r else len(r) for r in rows), seconds)
+            )
+    return _rounds(timed)
 
 
 def sync_share(recipe, workers, contexts, pad_id: int, steps: int) -> dict:
@@ -210,6 +239,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--new-tokens", type=int, default=64, help="token budget per sample")
     p.add_argument("--steps", type=int, default=3, help="GRPO steps timed for the sync share")
     p.add_argument(
+        "--rounds", type=int, default=5, help="timed rollouts of each engine (the median counts)"
+    )
+    p.add_argument(
         "--recipe",
         default="medium_cpu",
         choices=("small_cpu", "medium_cpu"),
@@ -237,13 +269,14 @@ def main() -> int:
         prompts = [list(c.prompt_ids) for c in contexts[: a.contexts]]
         workers = RLWorkers(recipe.rl, recipe.train, f"{tmp}/init")
         try:
-            vllm = vllm_tokens_per_s(workers, prompts, a.group)
+            vllm = vllm_tokens_per_s(workers, prompts, a.group, a.rounds)
             sync = sync_share(recipe, workers, contexts, tok.pad_token_id, a.steps)
         finally:
             workers.close()
         hf = hf_tokens_per_s(f"{tmp}/init", prompts, tok.eos_token_id, tok.pad_token_id, a)
         ray.shutdown()
         siblings = sibling_rollouts(f"{tmp}/init", recipe, prompts, a.group)
+    speed = rollout_ratio(vllm, hf)
     result = {
         "model": a.recipe,
         "quick": a.quick,
@@ -252,7 +285,8 @@ def main() -> int:
         "max_new_tokens": a.new_tokens,
         "vllm_actor": vllm,
         "transformers_generate": hf,
-        "rollout_speedup_vs_transformers": vllm["tokens_per_s"] / hf["tokens_per_s"],
+        "rollout_speedup_vs_transformers": speed["ratio"],
+        "rollout_paired_rounds_range": speed["paired_rounds_range"],
         "weight_sync": sync,
         "siblings": siblings,
     }
@@ -283,7 +317,9 @@ def main() -> int:
     out = write_result("rl", result, goals)
     print(
         f"rollout: vLLM actor {vllm['tokens_per_s']:.0f} tok/s vs transformers generate "
-        f"{hf['tokens_per_s']:.0f} tok/s -> {result['rollout_speedup_vs_transformers']:.2f}x"
+        f"{hf['tokens_per_s']:.0f} tok/s (median of {a.rounds} rounds each) -> "
+        f"{result['rollout_speedup_vs_transformers']:.2f}x, paired rounds "
+        f"{result['rollout_paired_rounds_range']}"
     )
     print(
         f"weight sync: {sync['sync_s']:.2f}s of {sync['step_s']:.2f}s over {a.steps} steps "
