@@ -91,10 +91,10 @@ def figures(out: str, wall_s: float) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
-    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'platform'}:{ROOT}"}
-    env.setdefault("WANDB_MODE", "offline")
     if a.from_run:
         return report(a, from_run(a.from_run), ["--from-run", a.from_run])
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'platform'}:{ROOT}"}
+    env.setdefault("WANDB_MODE", "offline")
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.abspath(a.out or os.path.join(tmp, "demo"))
         argv_ = demo_argv(a, out)

@@ -430,8 +430,10 @@ def main() -> int:
             mcp_concurrent = mcp_phase(url, a, a.mcp_sessions, deadline)
             affinity = None
             if a.affinity_sessions:
-                shape = None if a.affinity_shape == "tiny" else a.affinity_shape
-                affinity = affinity_part(tiny_model(tmp, shape) if shape else model, url, a)
+                tiny = a.affinity_shape == "tiny"
+                affinity = affinity_part(
+                    model if tiny else tiny_model(tmp, a.affinity_shape), url, a
+                )
         finally:
             stop()
     first = concurrent[a.sessions[0]]
