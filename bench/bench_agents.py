@@ -72,6 +72,7 @@ def overrides(a: argparse.Namespace) -> list[str]:
         "rl.rollout.max_new_tokens=64",
         f"rl.rollout.temperature={a.rl_temperature}",
         f"rl.learner.learning_rate={a.rl_lr}",
+        f"rl.kl_coef={a.rl_kl}",
         f"demo_learning_rate={a.demo_lr}",
         "limits.max_turns=3",
         f"concurrency={a.concurrency}",
@@ -178,6 +179,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument(
         "--demo_lr", type=float, default=1e-3, help="the demonstration fit's learning rate"
+    )
+    p.add_argument(
+        "--rl_kl",
+        type=float,
+        default=0.0,
+        help="weight of the RL steps' KL term to the agent as it stood after the demonstrations",
     )
     p.add_argument("--contexts", type=int, default=8, help="tasks per GRPO step")
     p.add_argument("--group", type=int, default=8, help="siblings per task")

@@ -144,6 +144,7 @@ def _agent_rl() -> RLConfig:
             engine=EngineConfig(max_model_len=4096, dtype="float32"),
         ),
         learner=LearnerConfig(learning_rate=1e-3),
+        kl_reference="frozen",  # the agent after its demonstrations, not the world model
         checkpoint_every=100,
         call_timeout_s=900,
         wandb=False,

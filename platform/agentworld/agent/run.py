@@ -200,6 +200,8 @@ def run_group(ctx: Context, init_dir: str, variants: list[str], demos: list[Any]
             learning_rate=cfg.fit_learning_rate,
         )  # fmt: skip
         nll1 = action_nll(workers.learners, probe, max_tokens=cfg.demo_max_tokens)
+        if cfg.rl.kl_reference == "frozen":
+            workers.learners.freeze_reference()  # RL's KL term holds it near this agent
         _sync(ctx, workers)
         ckpt = join(out, "_work", f"demo-{variants[0]}")
         workers.learners.save(ckpt, "demo")

@@ -133,7 +133,12 @@ class RLConfig:
     clip_high: float = 0.28
     """Ratio clipped above at 1 + clip_high (DAPO's clip-higher when > clip_low)."""
     kl_coef: float = 0.0
-    """Weight of the k3 KL estimate to the frozen initial policy; 0 keeps no reference."""
+    """Weight of the k3 KL estimate to the frozen reference policy; 0 keeps no reference."""
+    kl_reference: Literal["start", "frozen"] = "start"
+    """The KL term's reference: ``start``, the weights the learner loaded; ``frozen``,
+    the weights at the learner's ``freeze_reference()`` call and no KL term before it
+    (the agent stage freezes its agent after the demonstration fit, so RL is held near
+    the agent it starts from rather than the world model it was loaded from)."""
     rewards: tuple[RewardSpec, ...] = DEFAULT_REWARDS
     judge: JudgeConfig | None = None
     """Endpoint and settings of the rubric judge; needed when a reward is ``judge``."""

@@ -115,7 +115,8 @@ class Learner:
         torch.manual_seed(train.seed)
         dtype = torch.bfloat16 if train.precision == "bf16" else torch.float32
         model = load_model(model_dir, dtype=dtype)
-        self.ref = _frozen_copy(model) if rl.kl_coef > 0 else None
+        self._model_dir, self._dtype = model_dir, dtype
+        self.ref = _frozen_copy(model) if rl.kl_coef > 0 and rl.kl_reference == "start" else None
         self.engine = _build_engine(model, rl, train)
         self.device = self.engine.device
         self._layout: CheckpointLayout | None = None
@@ -249,6 +250,16 @@ class Learner:
 
     # ---- weights and checkpoints -----------------------------------------------------
 
+    def freeze_reference(self) -> None:
+        """Hold the current weights as the KL term's reference from now on (collective:
+        every rank joins the gather of ZeRO-3 partitions). A no-op at ``kl_coef`` 0."""
+        if self.rl.kl_coef <= 0:
+            return
+        state = full_state_dict(self.engine.module)
+        ref = load_model(self._model_dir, dtype=self._dtype)
+        ref.load_state_dict(state, strict=True)
+        self.ref = _frozen(ref.to(self.device))
+
     def weights(self) -> bytes:
         """Full weights in checkpoint layout on rank 0, as a safetensors blob (every rank
         joins the gather of ZeRO-3 partitions and expert-parallel slices; the others
@@ -296,10 +307,14 @@ def _init_distributed(rank: int, world_size: int, addr: str, port: int) -> None:
 
 
 def _frozen_copy(model: Any) -> Any:
-    ref = copy.deepcopy(model).eval()
-    for p in ref.parameters():
+    return _frozen(copy.deepcopy(model))
+
+
+def _frozen(model: Any) -> Any:
+    model.eval()
+    for p in model.parameters():
         p.requires_grad_(False)
-    return ref
+    return model
 
 
 def _build_engine(model: Any, rl: RLConfig, train: TrainConfig) -> Any:

@@ -216,6 +216,10 @@ class LearnerGroup:
     def logprobs(self, token_ids: list[int]) -> list[float]:
         return self._all("logprobs", token_ids)[0]
 
+    def freeze_reference(self) -> None:
+        """The KL term's reference becomes the current weights (``Learner``)."""
+        self._all("freeze_reference")
+
     def save(self, url: str, tag: str) -> None:
         self._all("save", url, tag)
 
