@@ -183,8 +183,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--rl_kl",
         type=float,
-        default=0.0,
-        help="weight of the RL steps' KL term to the agent as it stood after the demonstrations",
+        default=0.1,
+        help="weight of the RL steps' KL term to the agent as it stood after the demonstrations "
+        "(0 let 40 RL steps in real lose 16 points of held-out success, 0.1 gained 7)",
     )
     p.add_argument("--contexts", type=int, default=8, help="tasks per GRPO step")
     p.add_argument("--group", type=int, default=8, help="siblings per task")

@@ -144,7 +144,11 @@ def _agent_rl() -> RLConfig:
             engine=EngineConfig(max_model_len=4096, dtype="float32"),
         ),
         learner=LearnerConfig(learning_rate=1e-3),
-        kl_reference="frozen",  # the agent after its demonstrations, not the world model
+        # The KL term to the agent after its demonstrations, not to the world model: without
+        # it 40 RL steps in the real sandbox turned the turns after the answer into noise
+        # and lost 16 points of held-out success; with it they gained 7 (no signal).
+        kl_coef=0.1,
+        kl_reference="frozen",
         checkpoint_every=100,
         call_timeout_s=900,
         wandb=False,
