@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -262,7 +263,7 @@ def test_the_session_api_keeps_the_closed_loop_history_on_its_side(tmp_path):
 
 @pytest.mark.slow
 def test_the_in_process_engine_batches_the_episodes_in_flight(vllm_engine, tmp_path):
-    sampling = {"temperature": 0.0, "top_p": 1.0, "max_tokens": 8, "seed": 0}
+    sampling = asdict(SamplingConfig(max_tokens=8))
     sim = EngineSimulator(VLLMPredictor.around(vllm_engine, sampling))
     items = load_items(write_records(tmp_path), fmt="record").items
     eps, _ = episodes_from_items(items)

@@ -4,6 +4,7 @@ retried by the next run; then judge and score the run through the job."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from agentworld.config import ConfigError
 from agentworld.io import read_jsonl, write_jsonl
 from agentworld.schema import trajectory_to_rows
 from agentworld.schema.examples import sample_trajectories
@@ -151,3 +153,26 @@ def test_endpoint_failures_are_counted_then_retried(tmp_path):
         job.main(
             [*args, "--set", "evaluate.infer.sampling.temperature=0.7"]
         )  # would mix two ways of sampling
+
+
+def test_the_penalties_reach_the_endpoint_and_the_engine_only_when_set():
+    from agentworld.evaluate.placement import sampling_params
+    from agentworld.scoring.chat_client import run_sync
+    from agentworld.scoring.config import EndpointConfig, SamplingConfig
+
+    plain, penalized = (
+        SamplingConfig(),
+        SamplingConfig(frequency_penalty=0.4, repetition_penalty=1.1),
+    )
+    messages = [{"role": "user", "content": "ls"}]
+    with ScriptedChatServer(lambda body, n: Reply(text="ok")) as server:
+        cfg = EndpointConfig(base_url=server.base_url)
+        for sampling in (plain, penalized):
+            run_sync(cfg, lambda client, s=sampling: client.complete(messages, s))
+    first, second = server.requests
+    assert "frequency_penalty" not in first and "repetition_penalty" not in first
+    assert (second["frequency_penalty"], second["repetition_penalty"]) == (0.4, 1.1)
+    params = sampling_params(dataclasses.asdict(penalized))
+    assert (params.frequency_penalty, params.repetition_penalty) == (0.4, 1.1)
+    with pytest.raises(ConfigError, match="sampling.repetition_penalty"):
+        SamplingConfig(repetition_penalty=0.0)

@@ -95,6 +95,8 @@ def sampling_params(sampling: dict[str, Any]) -> Any:
         top_p=sampling["top_p"],
         max_tokens=sampling["max_tokens"],
         seed=sampling["seed"],
+        frequency_penalty=sampling["frequency_penalty"],
+        repetition_penalty=sampling["repetition_penalty"],
     )
 
 

@@ -92,6 +92,10 @@ class ChatClient:
         }
         if sampling.seed is not None:
             kwargs["seed"] = sampling.seed
+        if sampling.frequency_penalty:
+            kwargs["frequency_penalty"] = sampling.frequency_penalty
+        if sampling.repetition_penalty != 1.0:  # vLLM's, outside OpenAI's parameters
+            kwargs["extra_body"] = {"repetition_penalty": sampling.repetition_penalty}
         attempts = 0
 
         async def call() -> Any:

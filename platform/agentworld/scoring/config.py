@@ -20,8 +20,22 @@ class SamplingConfig:
     """Generated tokens per answer (reasoning included)."""
     seed: int | None = 0
     """Sampling seed passed to the engine; None leaves it to the engine."""
+    frequency_penalty: float = 0.0
+    """Subtracted from a token's logit once per time it was already generated (OpenAI's
+    meaning: the answer so far, not the prompt); breaks a greedy model's loops."""
+    repetition_penalty: float = 1.0
+    """vLLM's multiplicative penalty on tokens seen in the prompt or the answer so far
+    (1 is none); a world model copies its prompt, so this one rarely helps."""
 
     def __post_init__(self) -> None:
+        if not -2 <= self.frequency_penalty <= 2:
+            raise ConfigError(
+                "sampling.frequency_penalty", f"must be in [-2, 2], got {self.frequency_penalty}"
+            )
+        if self.repetition_penalty <= 0:
+            raise ConfigError(
+                "sampling.repetition_penalty", f"must be > 0, got {self.repetition_penalty}"
+            )
         if self.temperature < 0:
             raise ConfigError("sampling.temperature", f"must be >= 0, got {self.temperature}")
         if not 0 < self.top_p <= 1:
