@@ -45,6 +45,11 @@ class RolloutConfig:
     max_new_tokens: int = 48
     max_prompt_tokens: int = 768
     """Contexts whose prompt is longer are left out (and counted) when the data loads."""
+    weight_sync: Literal["object_store", "nccl"] = "object_store"
+    """How new weights reach the engines: ``object_store``, a safetensors blob through
+    Ray's object store that each engine reloads from a file (anywhere); ``nccl``, a
+    broadcast from learner rank 0's GPU into the engines' GPUs (``agentworld.rl.nccl_sync``;
+    GPU engines and learners only)."""
 
     def __post_init__(self) -> None:
         check_positive(
@@ -177,6 +182,13 @@ class RLConfig:
             raise ConfigError("rl.clip_high", f"must be >= 0, got {self.clip_high}")
         if self.kl_coef < 0:
             raise ConfigError("rl.kl_coef", f"must be >= 0, got {self.kl_coef}")
+        gpus = (self.rollout.engine.gpus_per_replica, self.learner.gpus_per_learner)
+        if self.rollout.weight_sync == "nccl" and min(gpus) <= 0:
+            raise ConfigError(
+                "rl.rollout.weight_sync",
+                "'nccl' needs GPU engines and learners (rl.rollout.engine.gpus_per_replica, "
+                f"rl.learner.gpus_per_learner: {gpus[0]}, {gpus[1]}); 'object_store' runs anywhere",
+            )
         self._check_rewards()
         self._check_batch_split()
 

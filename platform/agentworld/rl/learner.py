@@ -90,10 +90,15 @@ class CheckpointLayout:
 
     def __call__(self, state: dict[str, Any]) -> bytes:
         from safetensors.torch import save
+
+        return save(self.tensors({k: v.cpu() for k, v in state.items()}))
+
+    def tensors(self, state: dict[str, Any]) -> dict[str, Any]:
+        """The checkpoint's names and layout, contiguous, where ``state`` lies."""
         from transformers.core_model_loading import revert_weight_conversion
 
-        tensors = revert_weight_conversion(self.model, {k: v.cpu() for k, v in state.items()})
-        return save({k: v.contiguous() for k, v in tensors.items()})
+        tensors = revert_weight_conversion(self.model, dict(state))
+        return {k: v.contiguous() for k, v in tensors.items()}
 
 
 class Learner:
@@ -120,6 +125,7 @@ class Learner:
         self.engine = _build_engine(model, rl, train)
         self.device = self.engine.device
         self._layout: CheckpointLayout | None = None
+        self._sender: Any = None
 
     def ready(self) -> int:
         return self.rank
@@ -271,6 +277,24 @@ class Learner:
         if self._layout is None:
             self._layout = CheckpointLayout(self.engine.module.config)
         return self._layout(state)
+
+    def connect_engines(self, engines: list[Any], workers_per_replica: int) -> None:
+        """Rank 0 opens the NCCL weight-transfer group with ``engines`` (Ray handles of
+        ``RolloutEngine``); the other ranks keep no part in it."""
+        from agentworld.rl.nccl_sync import NcclSender
+
+        if self.rank == 0:
+            self._sender = NcclSender(engines, workers_per_replica, self.rl.call_timeout_s)
+
+    def push_weights(self, version: int) -> list[int] | None:
+        """Gather the full weights (collective) and broadcast them from rank 0 over the
+        group ``connect_engines`` opened; rank 0 returns the engines' versions."""
+        state = full_state_dict(self.engine.module)
+        if self.rank != 0:
+            return None
+        if self._layout is None:
+            self._layout = CheckpointLayout(self.engine.module.config)
+        return self._sender.send(self._layout.tensors(state), version)
 
     def save(self, url: str, tag: str) -> None:
         """DeepSpeed checkpoint (model, optimizer, ZeRO partitions) at ``url``/``tag``."""

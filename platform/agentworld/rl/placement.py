@@ -216,6 +216,13 @@ class LearnerGroup:
     def logprobs(self, token_ids: list[int]) -> list[float]:
         return self._all("logprobs", token_ids)[0]
 
+    def connect_engines(self, engines: list[Any], workers_per_replica: int) -> None:
+        self._all("connect_engines", engines, workers_per_replica)
+
+    def push_weights(self, version: int) -> list[int]:
+        """The weights over NCCL (``Learner.push_weights``); the engines' versions."""
+        return self._all("push_weights", version)[0]
+
     def freeze_reference(self) -> None:
         """The KL term's reference becomes the current weights (``Learner``)."""
         self._all("freeze_reference")
@@ -242,7 +249,7 @@ def _rank_rows(n: int, rank: int, world: int) -> np.ndarray:
     return np.arange(rank, n, world)
 
 
-def _free_port_on_node() -> tuple[str, int]:
+def free_port_on_node() -> tuple[str, int]:
     import ray
 
     with socket.socket() as s:
@@ -255,7 +262,7 @@ def _rendezvous_address(pg: Any, bundle: int, *, timeout_s: float) -> tuple[str,
     """Address and a free port on the node of learner rank 0's bundle."""
     import ray
 
-    task = ray.remote(num_cpus=0)(_free_port_on_node)
+    task = ray.remote(num_cpus=0)(free_port_on_node)
     ref = task.options(scheduling_strategy=_in_bundle(pg, bundle)).remote()
     return gather([ref], "learner rendezvous address", timeout_s=timeout_s)[0]
 
@@ -275,6 +282,9 @@ class RLWorkers:
             # Engines and learner ranks start side by side; wait for all of them.
             self.rollout.versions()
             self.learners.ready()
+            if rl.rollout.weight_sync == "nccl":
+                workers = rl.rollout.engine.tensor_parallel_size
+                self.learners.connect_engines(self.rollout.engines, workers)
         except BaseException:
             self.close()
             raise
@@ -285,6 +295,12 @@ class RLWorkers:
         import ray
 
         t0 = time.perf_counter()
+        if self.rl.rollout.weight_sync == "nccl":
+            versions = self.learners.push_weights(version)
+            if any(v != version for v in versions):
+                raise RuntimeError(f"weight sync to version {version}: engines report {versions}")
+            self.last_sync = {"nccl_s": time.perf_counter() - t0}
+            return self.last_sync["nccl_s"]
         ref = self.learners.weights_ref()
         ray.wait([ref], timeout=self.rl.weight_sync_timeout_s)
         t1 = time.perf_counter()

@@ -82,11 +82,14 @@ class RolloutEngine:
         from vllm import LLM
 
         self.cfg = cfg
+        # vLLM's NCCL weight-transfer engine in every worker (``agentworld.rl.nccl_sync``).
+        nccl = {"weight_transfer_config": {"backend": "nccl"}} if cfg.weight_sync == "nccl" else {}
         self.llm = LLM(
             model=local_model_dir(model_dir),
             **cfg.engine.vllm_kwargs(),
             seed=seed,
             worker_extension_cls=f"{__name__}.WeightSyncExtension",
+            **nccl,
         )
         self.tokenizer = self.llm.get_tokenizer()
         self._weights_dir = _shm_dir()
@@ -171,6 +174,25 @@ class RolloutEngine:
             "reload_s": t2 - t1,
             "reset_s": time.perf_counter() - t2,
         }
+        return self.weight_version()
+
+    # ---- weights over NCCL (``agentworld.rl.nccl_sync``; GPU only) --------------------
+
+    def init_weight_transfer(self, init_info: dict[str, Any]) -> None:
+        """Join the sender's group; blocks in the rendezvous until the sender joins."""
+        self.llm.collective_rpc("init_weight_transfer_engine", kwargs={"init_info": init_info})
+
+    def start_weight_update(self) -> None:
+        self.llm.collective_rpc("start_weight_update")
+
+    def update_weights(self, update_info: dict[str, Any]) -> None:
+        """Receive the broadcast tensors into the running model (blocks until sent)."""
+        self.llm.collective_rpc("update_weights", kwargs={"update_info": update_info})
+
+    def finish_weight_update(self, version: int) -> int:
+        self.llm.collective_rpc("finish_weight_update")
+        self.llm.reset_prefix_cache()  # cached prompt KV was computed with the old weights
+        self.llm.llm_engine.set_weight_version(str(version))
         return self.weight_version()
 
     def load_times(self) -> dict[str, float]:
