@@ -101,7 +101,14 @@ def test_the_demo_report_shows_the_intervals_and_which_comparisons_carry_signal(
     }
     (tmp_path / "agent").mkdir()
     (tmp_path / "agent" / "report.json").write_text(json.dumps(report))
-    s = agent_section(str(tmp_path), {"agent": {}})
+    bench = tmp_path / "agents.json"
+    s = agent_section(str(tmp_path), {"agent": {}}, bench=str(bench))
+    assert not any(n.startswith("At the benchmark's size") for n in s.notes)  # none there
+    bench.write_text(json.dumps({"comparisons": comparisons(ran), "counts": {"eval_tasks": 40}}))
+    with_bench = agent_section(str(tmp_path), {"agent": {}}, bench=str(bench)).notes
+    at = with_bench.index(next(n for n in with_bench if n.startswith("At the benchmark's size")))
+    assert "40 held-out tasks" in with_bench[at]
+    assert with_bench[at + 1 :] == [n for n in s.notes if n.startswith("RL in ")]
     assert s.tables[0].rows[1][4].startswith("50.0 [")  # real's success with its interval
     assert any("2 of 3 carry signal" in n for n in s.notes)  # one family: no "all" repeat
     assert any(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 from typing import Any
 
 from agentworld.agent.intervals import comparison_lines, interval_text, learned_lines
@@ -315,11 +316,15 @@ def serve_section(found: dict[str, dict | None]) -> Section:
 
 
 AGENT_PNGS = ("success_by_family.png", "f1.png", "steps_per_s.png")
+BENCH_AGENTS = str(Path(__file__).resolve().parents[3] / "bench" / "results" / "agents.json")
+"""The agents benchmark's last result in this checkout (committed with the code)."""
 
 
-def agent_section(run: str, found: dict[str, dict | None]) -> Section:
+def agent_section(run: str, found: dict[str, dict | None], bench: str = BENCH_AGENTS) -> Section:
     """Agents evaluated on held-out tasks in the real environment, from the agent
-    stage's report.json; its PNGs are copied beside the page by the builder."""
+    stage's report.json; its PNGs are copied beside the page by the builder. The
+    comparisons of ``bench`` (the agents benchmark's last result, where there is one)
+    follow: the size where learning shows."""
     report = read_json(join(run, "agent", "report.json"))
     if report is None:
         return Section("Agents (trained in the simulator and in the real environment)", "missing")
@@ -356,10 +361,25 @@ def agent_section(run: str, found: dict[str, dict | None]) -> Section:
         f"is in {join(run, 'agent', 'report.md')}; at a size where learning shows, in "
         "bench/bench_agents.py (bench/results/agents.json)."
     )
+    s.notes += bench_lines(bench)
     s.figures += [(name, name.removesuffix(".png").replace("_", " ")) for name in AGENT_PNGS]
     if found.get("agent") is None:
         s.notes.append("The agent stage has not finished: these are the figures so far.")
     return s
+
+
+def bench_lines(url: str) -> list[str]:
+    """The agents benchmark's comparisons, each with its interval and verdict."""
+    bench = read_json(url)
+    if not bench or not bench.get("comparisons"):
+        return []
+    n = bench.get("counts", {})
+    head = (
+        f"At the benchmark's size ({url}: {n.get('train_tasks', '?')} training and "
+        f"{n.get('eval_tasks', '?')} held-out tasks, measured "
+        f"{bench.get('machine', {}).get('time', '?')}), paired by task:"
+    )
+    return [head, *(x.removeprefix("- ") for x in comparison_lines(bench))]
 
 
 def _pct(v: Any) -> str:
