@@ -278,13 +278,15 @@ class Learner:
             self._layout = CheckpointLayout(self.engine.module.config)
         return self._layout(state)
 
-    def connect_engines(self, engines: list[Any], workers_per_replica: int) -> None:
-        """Rank 0 opens the NCCL weight-transfer group with ``engines`` (Ray handles of
-        ``RolloutEngine``); the other ranks keep no part in it."""
+    def connect_engines(self, engines: Any, workers_per_replica: int, addr: str, port: int) -> None:
+        """Rank 0 opens the NCCL weight-transfer group with ``engines`` (the engines'
+        calls, ``placement.EngineCalls``) at ``addr``:``port``; the other ranks keep no
+        part in it."""
+        # not at the top: it imports vLLM's NCCL transfer, which only GPU runs need
         from agentworld.rl.nccl_sync import NcclSender
 
         if self.rank == 0:
-            self._sender = NcclSender(engines, workers_per_replica, self.rl.call_timeout_s)
+            self._sender = NcclSender(engines, workers_per_replica, addr, port)
 
     def push_weights(self, version: int) -> list[int] | None:
         """Gather the full weights (collective) and broadcast them from rank 0 over the

@@ -47,20 +47,20 @@ def update_info(tensors: dict[str, Any]) -> dict[str, list]:
 
 
 class NcclSender:
-    """Learner rank 0's end of the weight-transfer group (GPU only)."""
+    """Learner rank 0's end of the weight-transfer group (GPU only). ``engines`` makes
+    the engines' calls and bounds their waits (``agentworld.rl.placement.EngineCalls``);
+    ``addr``:``port`` is free on this node, the group's rendezvous."""
 
-    def __init__(self, engines: list[Any], workers_per_replica: int, timeout_s: float) -> None:
+    def __init__(self, engines: Any, workers_per_replica: int, addr: str, port: int) -> None:
+        # not at the top: vLLM's weight transfer is imported only where it runs
         from vllm.distributed.weight_transfer.nccl_common import (
             NCCLWeightTransferInitInfo,
             trainer_init,
             worker_init_payload,
         )
 
-        from agentworld.rl.placement import free_port_on_node, gather
-
-        self.engines, self.timeout_s = engines, timeout_s
+        self.engines = engines
         plan = transfer_plan(len(engines), workers_per_replica)
-        addr, port = free_port_on_node()
         payloads = [
             worker_init_payload(
                 NCCLWeightTransferInitInfo(
@@ -74,28 +74,24 @@ class NcclSender:
             for offset in plan.rank_offsets
         ]
         # The engines' workers block in the rendezvous until the sender joins it.
-        refs = [e.init_weight_transfer.remote(p) for e, p in zip(engines, payloads, strict=True)]
+        joined = engines.init_transfer(payloads)
         rendezvous = {"master_address": addr, "master_port": port, "world_size": plan.world_size}
         self.group = trainer_init(rendezvous)
-        gather(refs, "weight transfer rendezvous", timeout_s=timeout_s)
+        joined()
 
     def send(self, tensors: dict[str, Any], version: int) -> list[int]:
         """Broadcast ``tensors`` (checkpoint layout, on this GPU) to every engine; the
         weight version each engine reports afterwards."""
+        # not at the top: vLLM's weight transfer is imported only where it runs
         from vllm.distributed.weight_transfer.packed_tensor import packed_nccl_broadcast_producer
 
-        from agentworld.rl.placement import gather
-
-        info = update_info(tensors)
-        gather([e.start_weight_update.remote() for e in self.engines], "weight update start",
-               timeout_s=self.timeout_s)  # fmt: skip
-        receiving = [e.update_weights.remote(info) for e in self.engines]
+        self.engines.start()
+        received = self.engines.receive(update_info(tensors))
         packed_nccl_broadcast_producer(
             iterator=iter(tensors.items()),
             group=self.group,
             src=0,
             post_iter_func=lambda item: item[1],
         )
-        gather(receiving, "weight update receive", timeout_s=self.timeout_s)
-        refs = [e.finish_weight_update.remote(version) for e in self.engines]
-        return gather(refs, f"weight update to version {version}", timeout_s=self.timeout_s)
+        received()
+        return self.engines.finish(version)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -90,6 +91,40 @@ def _actor_env() -> dict[str, str]:
     """Variables the actors need from the driver (threads, vLLM's CPU KV cache size)."""
     keys = ("VLLM_CPU_KVCACHE_SPACE", "OMP_NUM_THREADS", "WANDB_MODE", "TOKENIZERS_PARALLELISM")
     return {k: os.environ[k] for k in keys if k in os.environ}
+
+
+class EngineCalls:
+    """The rollout engines' weight-transfer calls, each wait bounded: sent to learner
+    rank 0, whose ``NcclSender`` drives them while it broadcasts."""
+
+    def __init__(self, engines: list[Any], timeout_s: float) -> None:
+        self.engines, self.timeout_s = engines, timeout_s
+
+    def __len__(self) -> int:
+        return len(self.engines)
+
+    def _wait(self, refs: list[Any], what: str) -> Callable[[], list[Any]]:
+        return lambda: gather(refs, what, timeout_s=self.timeout_s)
+
+    def init_transfer(self, payloads: list[dict[str, Any]]) -> Callable[[], list[Any]]:
+        """Start every engine joining the group; the returned call waits for them."""
+        pairs = zip(self.engines, payloads, strict=True)
+        return self._wait(
+            [e.init_weight_transfer.remote(p) for e, p in pairs], "weight transfer rendezvous"
+        )
+
+    def start(self) -> None:
+        self._wait([e.start_weight_update.remote() for e in self.engines], "weight update start")()
+
+    def receive(self, info: dict[str, list]) -> Callable[[], list[Any]]:
+        """Every engine starts receiving; the returned call waits until all have."""
+        return self._wait(
+            [e.update_weights.remote(info) for e in self.engines], "weight update receive"
+        )
+
+    def finish(self, version: int) -> list[int]:
+        refs = [e.finish_weight_update.remote(version) for e in self.engines]
+        return self._wait(refs, f"weight update to version {version}")()
 
 
 class RolloutGroup:
@@ -216,8 +251,8 @@ class LearnerGroup:
     def logprobs(self, token_ids: list[int]) -> list[float]:
         return self._all("logprobs", token_ids)[0]
 
-    def connect_engines(self, engines: list[Any], workers_per_replica: int) -> None:
-        self._all("connect_engines", engines, workers_per_replica)
+    def connect_engines(self, engines: EngineCalls, workers: int, addr: str, port: int) -> None:
+        self._all("connect_engines", engines, workers, addr, port)
 
     def push_weights(self, version: int) -> list[int]:
         """The weights over NCCL (``Learner.push_weights``); the engines' versions."""
@@ -249,7 +284,7 @@ def _rank_rows(n: int, rank: int, world: int) -> np.ndarray:
     return np.arange(rank, n, world)
 
 
-def free_port_on_node() -> tuple[str, int]:
+def _free_port_on_node() -> tuple[str, int]:
     import ray
 
     with socket.socket() as s:
@@ -262,7 +297,7 @@ def _rendezvous_address(pg: Any, bundle: int, *, timeout_s: float) -> tuple[str,
     """Address and a free port on the node of learner rank 0's bundle."""
     import ray
 
-    task = ray.remote(num_cpus=0)(free_port_on_node)
+    task = ray.remote(num_cpus=0)(_free_port_on_node)
     ref = task.options(scheduling_strategy=_in_bundle(pg, bundle)).remote()
     return gather([ref], "learner rendezvous address", timeout_s=timeout_s)[0]
 
@@ -283,8 +318,13 @@ class RLWorkers:
             self.rollout.versions()
             self.learners.ready()
             if rl.rollout.weight_sync == "nccl":
-                workers = rl.rollout.engine.tensor_parallel_size
-                self.learners.connect_engines(self.rollout.engines, workers)
+                engines = EngineCalls(self.rollout.engines, rl.weight_sync_timeout_s)
+                # learner rank 0 hosts the group's rendezvous on its own node
+                addr, port = _rendezvous_address(
+                    self.pg, rl.rollout.engine.replicas, timeout_s=rl.call_timeout_s
+                )
+                tp = rl.rollout.engine.tensor_parallel_size
+                self.learners.connect_engines(engines, tp, addr, port)
         except BaseException:
             self.close()
             raise
