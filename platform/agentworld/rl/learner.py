@@ -274,9 +274,7 @@ class Learner:
         state = full_state_dict(self.engine.module)
         if self.rank != 0:
             return b""
-        if self._layout is None:
-            self._layout = CheckpointLayout(self.engine.module.config)
-        return self._layout(state)
+        return self._checkpoint_layout()(state)
 
     def connect_engines(self, engines: Any, workers_per_replica: int, addr: str, port: int) -> None:
         """Rank 0 opens the NCCL weight-transfer group with ``engines`` (the engines'
@@ -294,9 +292,13 @@ class Learner:
         state = full_state_dict(self.engine.module)
         if self.rank != 0:
             return None
+        return self._sender.send(self._checkpoint_layout().tensors(state), version)
+
+    def _checkpoint_layout(self) -> CheckpointLayout:
+        """Built on first use (a meta-device copy of the model) and kept."""
         if self._layout is None:
             self._layout = CheckpointLayout(self.engine.module.config)
-        return self._sender.send(self._layout.tensors(state), version)
+        return self._layout
 
     def save(self, url: str, tag: str) -> None:
         """DeepSpeed checkpoint (model, optimizer, ZeRO partitions) at ``url``/``tag``."""

@@ -10,9 +10,10 @@ One NCCL group holds the sender at rank 0 and every engine worker after it: engi
 workers (tensor parallel) take ranks ``1 + i * workers .. 1 + (i + 1) * workers - 1``.
 Learner rank 0 hosts the rendezvous and drives each update: the engines start it, block
 in ``update_weights`` receiving, the learner broadcasts in packed buffers, the engines
-finish it and take the new version. vLLM's CPU build has no NCCL, so this path runs
-only on GPU machines (``bench/bench_rl.py --weight-sync nccl``); the pure parts (the
-rank plan, the update's metadata) are tested on CPU.
+finish it and take the new version. vLLM's CPU build has no NCCL and NCCL cannot put
+two ranks on one GPU, so this path needs separate GPUs for the learner and the engines;
+no benchmark runs it yet. The pure parts (the rank plan, the update's metadata) are
+tested on CPU.
 """
 
 from __future__ import annotations

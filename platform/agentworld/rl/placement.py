@@ -93,6 +93,13 @@ def _actor_env() -> dict[str, str]:
     return {k: os.environ[k] for k in keys if k in os.environ}
 
 
+def _check_versions(versions: list[int], version: int) -> list[int]:
+    """``versions`` (one per engine) when each is ``version``; else a sync failed."""
+    if any(v != version for v in versions):
+        raise RuntimeError(f"weight sync to version {version} failed: engines report {versions}")
+    return versions
+
+
 class EngineCalls:
     """The rollout engines' weight-transfer calls, each wait bounded: sent to learner
     rank 0, whose ``NcclSender`` drives them while it broadcasts."""
@@ -169,11 +176,7 @@ class RolloutGroup:
         """Push the weights to every engine; raise unless each reports ``version``."""
         refs = [e.load_weights.remote(weights_ref, version) for e in self.engines]
         versions = gather(refs, f"weight sync to version {version}", timeout_s=timeout_s)
-        if any(v != version for v in versions):
-            raise RuntimeError(
-                f"weight sync to version {version} failed: engines report {versions}"
-            )
-        return versions
+        return _check_versions(versions, version)
 
     def versions(self) -> list[int]:
         """The weight version each engine reports (the first call also waits for start-up)."""
@@ -336,9 +339,7 @@ class RLWorkers:
 
         t0 = time.perf_counter()
         if self.rl.rollout.weight_sync == "nccl":
-            versions = self.learners.push_weights(version)
-            if any(v != version for v in versions):
-                raise RuntimeError(f"weight sync to version {version}: engines report {versions}")
+            _check_versions(self.learners.push_weights(version), version)
             self.last_sync = {"nccl_s": time.perf_counter() - t0}
             return self.last_sync["nccl_s"]
         ref = self.learners.weights_ref()

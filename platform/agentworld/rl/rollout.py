@@ -167,13 +167,19 @@ class RolloutEngine:
         self.llm.collective_rpc("load_weights_from", args=(self._weights_dir,))
         t2 = time.perf_counter()
         os.remove(path)
-        self.llm.reset_prefix_cache()  # cached prompt KV was computed with the old weights
-        self.llm.llm_engine.set_weight_version(str(version))
+        reported = self._take_version(version)
         self.last_load = {
             "write_s": t1 - t0,
             "reload_s": t2 - t1,
             "reset_s": time.perf_counter() - t2,
         }
+        return reported
+
+    def _take_version(self, version: int) -> int:
+        """After new weights: drop the prefix cache (its KV was computed with the old
+        ones), set ``version`` and return the version the engine reports."""
+        self.llm.reset_prefix_cache()
+        self.llm.llm_engine.set_weight_version(str(version))
         return self.weight_version()
 
     # ---- weights over NCCL (``agentworld.rl.nccl_sync``; GPU only) --------------------
@@ -191,9 +197,7 @@ class RolloutEngine:
 
     def finish_weight_update(self, version: int) -> int:
         self.llm.collective_rpc("finish_weight_update")
-        self.llm.reset_prefix_cache()  # cached prompt KV was computed with the old weights
-        self.llm.llm_engine.set_weight_version(str(version))
-        return self.weight_version()
+        return self._take_version(version)
 
     def load_times(self) -> dict[str, float]:
         return dict(self.last_load)
