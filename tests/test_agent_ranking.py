@@ -6,6 +6,7 @@ the ladder against the simulator API and writes its report once."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -16,7 +17,7 @@ import pytest
 
 from agentworld.agent.config import LimitsConfig, TasksConfig
 from agentworld.agent.envs import RealEnv, SimEnv
-from agentworld.agent.ladder import ladder, read_answer, rung_actions
+from agentworld.agent.ladder import answer_rank, ladder, read_answer, rung_actions
 from agentworld.agent.ranking import bootstrap_tau, kendall_tau_b, rank, ranking_table
 from agentworld.agent.tasks import Task
 from agentworld.agent.tasksets import generate_tasks
@@ -80,6 +81,23 @@ def test_the_ladder_replaces_nested_shares_of_the_oracle(tasks):
     assert read_answer(task, "agent@box:~$ ") is None
 
 
+def test_the_oracle_rung_reads_the_result_number_its_answer_names(tasks):
+    # Two documents can share a description and its score; the target then ranks second
+    # and the oracle answers "2". Read the first result and the oracle rung fails in the
+    # real environment itself.
+    task = next(t for t in tasks if t.family == "search")
+    shown = (
+        'Results for "Return self.tzinfo.utcoffset(self)." (2 shown, 9 documents searched):\n'
+        "1. datetime.datetime.utcoffset (method) score=12.60\n   Return ...\n"
+        "2. datetime.time.utcoffset (method) score=12.60\n   Return ...\n"
+    )
+    second = dataclasses.replace(task, solution=(*task.solution[:-1], "ANSWER: 2"))
+    assert read_answer(second, shown) == "datetime.time.utcoffset"
+    named = dataclasses.replace(task, solution=(*task.solution[:-1], "ANSWER: a.b"))
+    assert read_answer(named, shown) == "datetime.datetime.utcoffset"
+    assert read_answer(dataclasses.replace(task, solution=("x", "ANSWER: 3")), shown) is None
+
+
 def real() -> RealEnv:
     return RealEnv(LimitsConfig())
 
@@ -108,8 +126,13 @@ class Flattering:
         # Two tasks may share a question (over other data): their ids tell them apart.
         task = next((t for t in self.tasks if f"[{t.id}]" in req.environment), None)
         task = task or next(t for t in self.tasks if t.prompt in req.environment)
-        if task.family == "search":
-            text = f'Results for "q" (1 shown, 794 documents searched):\n1. {task.answer} (function) score=9.99\n   It.'
+        if task.family == "search":  # the answer at the result number the oracle names
+            n = answer_rank(task)
+            shown = [*(f"other.doc{i}" for i in range(1, n)), task.answer]
+            listed = "".join(
+                f"{i}. {d} (function) score=9.99\n   It.\n" for i, d in enumerate(shown, 1)
+            )
+            text = f'Results for "q" ({n} shown, 794 documents searched):\n{listed}'
         else:
             text = f"{task.answer}\nagent@box:~$ "
         return SimAnswer(observation=text)

@@ -4,10 +4,11 @@ agreement (``agentworld.agent.ranking``).
 Every rung replays a task's oracle solution with a share of its environment actions
 replaced by a random valid action of the task's domain (0: the oracle; 1: a random
 agent), then answers with what its last observation showed, read the way the task
-family reads it (the top result's id, the answer file's line, the converted time, the
-commit message or count). Because the answer is read from the observations, an agent
-scores in a simulator only what the simulator showed it: a simulator that shows wrong or
-flattering observations moves its success away from the real one.
+family reads it (the id at the result number the oracle answers with, the answer
+file's line, the converted time, the commit message or count). Because the answer is
+read from the observations, an agent scores in a simulator only what the simulator
+showed it: a simulator that shows wrong or flattering observations moves its success
+away from the real one.
 
 The draws nest: for a task and a seed, each action gets one uniform number and one
 random replacement, shared by every rung, and a rung replaces the actions whose number
@@ -84,11 +85,19 @@ def rung_actions(task: Task, rung: Rung, seed: int) -> list[str]:
     return out
 
 
+def answer_rank(task: Task) -> int:
+    """The result number a search task's oracle answers with: the target need not rank
+    first (another document can share its description and its score); 1 when the
+    oracle names the id itself."""
+    final = task.solution[-1][len(ANSWER_PREFIX) :].strip()
+    return int(final) if final.isdigit() and int(final) > 0 else 1
+
+
 def read_answer(task: Task, observation: str) -> str | None:
     """The answer the task's family reads from one observation, or None."""
     if task.family == "search":
-        ids = result_ids(observation)
-        return ids[0] if ids else None
+        ids, n = result_ids(observation), answer_rank(task)
+        return ids[n - 1] if len(ids) >= n else None
     if task.family == "terminal":
         lines = [x.strip() for x in observation.strip().split("\n") if x.strip()]
         if lines and prompt_line(observation) is not None:
