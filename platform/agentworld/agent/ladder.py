@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from agentworld.agent.envs import AgentEnv
+from agentworld.agent.envs import AgentEnv, parse_answer
 from agentworld.agent.episodes import Episode, replay
 from agentworld.agent.tasks import ANSWER_PREFIX, Task
 from agentworld.agent.tasksets import tool
@@ -89,7 +89,7 @@ def answer_rank(task: Task) -> int:
     """The result number a search task's oracle answers with: the target need not rank
     first (another document can share its description and its score); 1 when the
     oracle names the id itself."""
-    final = task.solution[-1][len(ANSWER_PREFIX) :].strip()
+    final = parse_answer(task.solution[-1]) or ""
     return int(final) if final.isdigit() and int(final) > 0 else 1
 
 
