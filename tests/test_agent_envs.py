@@ -5,6 +5,7 @@ the simulator and are counted; control instructions reach the simulator's prompt
 
 from __future__ import annotations
 
+import re
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -15,6 +16,7 @@ from agentworld.agent.episodes import Slot, replay, run_episodes
 from agentworld.agent.probes import leaks, probe_actions, run_probes
 from agentworld.agent.tasks import Task
 from agentworld.agent.tasksets import generate_tasks, tool
+from agentworld.agent.world import SimAnswer
 
 TERMINAL = Task(
     id="t-limits",
@@ -103,6 +105,45 @@ def test_oracle_solutions_succeed_in_the_real_environments_and_wrong_ones_fail()
         assert not lazy.success and "answer.txt" in lazy.score["detail"]
     finally:
         env.close()
+
+
+class AnswerFileWorld:
+    """A simulated shell that keeps answer.txt as bash would (``echo X > answer.txt``
+    writes it, ``cat answer.txt`` prints it or says it is missing), from each request's
+    history alone; it keeps every request."""
+
+    def __init__(self) -> None:
+        self.requests: list = []
+
+    def simulate(self, req) -> SimAnswer:
+        self.requests.append(req)
+        written = [
+            m[1] for a, _ in req.history if (m := re.fullmatch(r"echo (\S+) > answer.txt", a))
+        ]
+        out = ""
+        if req.action == "cat answer.txt":
+            out = f"{written[-1]}\n" if written else "cat: answer.txt: No such file or directory\n"
+        return SimAnswer(observation=out + "agent@sandbox:~$ ")
+
+
+def test_the_simulator_scores_a_terminal_task_by_the_end_state_it_shows():
+    """As the sandbox does: the check's command is stepped through the world after the
+    episode's actions, and what it prints is judged, not the agent's reply."""
+    world = AnswerFileWorld()
+    env = SimEnv(LimitsConfig(), world=world, describe=lambda t: t.prompt,
+                 cfg=SimConfig(perturb=False))  # fmt: skip
+
+    def score(actions):
+        env.reset(TERMINAL, 0)
+        return _steps(env, actions)[4]["score"]
+
+    lazy = score(["ANSWER: 3"])  # the right reply, no file written
+    assert not lazy["success"] and "No such file" in lazy["detail"], lazy
+    assert score(["echo 3 > answer.txt", "ANSWER: 4"])["success"]  # the file holds 3
+    last = world.requests[-1]
+    assert last.action == "cat answer.txt"
+    assert [a for a, _ in last.history] == ["echo 3 > answer.txt"]
+    assert not score(["echo 2 > answer.txt", "ANSWER: 3"])["success"]
 
 
 def test_leak_detection_on_hand_cases():

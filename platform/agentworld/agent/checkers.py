@@ -81,7 +81,7 @@ def normalize_answer(task: Task, answer: str) -> str:
 
 
 def check_answer(task: Task, answer: str | None) -> Score:
-    """Score the final answer alone (the simulator has no end state to inspect)."""
+    """Score the final answer alone (tasks without end-state checks)."""
     if answer is None:
         return Score(reward=0.0, success=False, detail="no answer", **_f1s(task, 0.0))
     if task.family == "search":
@@ -145,10 +145,10 @@ def check_real(
     run_command: Callable[[str], str] | None = None,
     web: WebState | None = None,
 ) -> Score:
-    """Score in the real environment: terminal tasks by their end state (each check's
-    command output, run in the episode's own sandbox, must equal its expectation), web
-    tasks by the applications' state (``check_web``); the others by their answer,
-    which the real tools made checkable."""
+    """Score as the real environment does: terminal tasks by their end state (each
+    check's command output, from the episode's own sandbox or its simulator through
+    ``run_command``, must equal its expectation), web tasks by the applications' state
+    (``check_web``); the others by their answer, which the real tools made checkable."""
     if task.family == "web":
         if web is None:
             raise ValueError(f"task {task.id}: web checks need the episode's applications")
