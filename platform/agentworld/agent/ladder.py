@@ -30,7 +30,7 @@ from agentworld.agent.tasksets import tool
 from agentworld.collect.mcp.playbooks import ZONES
 from agentworld.collect.sandbox import SANDBOX_HOME
 from agentworld.evaluate.checks.search import result_ids
-from agentworld.evaluate.checks.terminal import prompt_line
+from agentworld.evaluate.checks.terminal import output_text
 
 READ_FAMILIES = ("search", "terminal", "mcp")
 """Families whose answer an agent can read from one observation (a table is built
@@ -99,9 +99,7 @@ def read_answer(task: Task, observation: str) -> str | None:
         ids, n = result_ids(observation), answer_rank(task)
         return ids[n - 1] if len(ids) >= n else None
     if task.family == "terminal":
-        lines = [x.strip() for x in observation.strip().split("\n") if x.strip()]
-        if lines and prompt_line(observation) is not None:
-            lines = lines[:-1]
+        lines = [x.strip() for x in output_text(observation).split("\n") if x.strip()]
         return lines[0] if lines else None
     if task.state.get("answer_kind") == "time":
         m = _TARGET_TIME.search(observation)

@@ -41,12 +41,17 @@ def has_error(text: str) -> bool:
     return bool(_ERROR.search(text))
 
 
-def output_lines(text: str) -> int:
-    """Lines of output on the screen, the closing prompt left out."""
+def output_text(text: str) -> str:
+    """The screen's output, the closing prompt left out."""
     lines = _lines(text)
     if prompt_line(text) is not None:
         lines = lines[:-1]
-    return sum(1 for line in lines if line.strip())
+    return "\n".join(lines)
+
+
+def output_lines(text: str) -> int:
+    """Lines of output on the screen, the closing prompt left out."""
+    return sum(1 for line in output_text(text).split("\n") if line.strip())
 
 
 def prompt_end(predicted: str, real: str) -> bool | None:
