@@ -133,6 +133,8 @@ def vllm_engine(tiny_checkpoint):
 
     from vllm import LLM
 
+    from agentworld.model.engine import EngineConfig, close_engine
+
     llm = LLM(
         model=tiny_checkpoint,
         dtype="float32",
@@ -142,7 +144,7 @@ def vllm_engine(tiny_checkpoint):
         seed=0,
     )
     yield llm
-    llm.llm_engine.engine_core.shutdown()
+    close_engine(llm, EngineConfig())
     del llm
     gc.collect()
 

@@ -23,5 +23,6 @@ def cluster(num_cpus: int = 4):
 
 def start_workers(cfg: AgentConfig, train: TrainConfig, init_dir: str) -> Any:
     """``RLWorkers`` holding ``init_dir``'s weights, sized by ``cfg.rl``; ``train``: the
-    learner's model settings."""
-    return RLWorkers(cfg.rl, train, init_dir)
+    learner's model settings. It returns once the learner is up: the demonstration fit
+    runs while the rollout engine starts, which the first weight sync waits for."""
+    return RLWorkers(cfg.rl, train, init_dir, engines_later=True)

@@ -15,7 +15,7 @@ from typing import Any
 
 from agentworld.agent.tasks import ANSWER_PREFIX
 from agentworld.model import local_model_dir
-from agentworld.model.engine import EngineConfig
+from agentworld.model.engine import EngineConfig, close_engine
 
 INSTRUCTIONS = {
     "terminal": "Reply with exactly one shell command.",
@@ -145,7 +145,7 @@ class EnginePolicy:
             **engine.vllm_kwargs(),
             seed=0,
         )
-        self.temperature, self.max_new_tokens = temperature, max_new_tokens
+        self.temperature, self.max_new_tokens, self.engine = temperature, max_new_tokens, engine
 
     def generate(self, prompts: list[list[int]]) -> list[Generated]:
         from vllm import SamplingParams
@@ -166,4 +166,4 @@ class EnginePolicy:
         ]
 
     def close(self) -> None:
-        self.llm.llm_engine.engine_core.shutdown()
+        close_engine(self.llm, self.engine)

@@ -24,6 +24,7 @@ from typing import Any
 from agentworld.agent.config import SimConfig
 from agentworld.agent.policy import chat_ids
 from agentworld.model import local_model_dir
+from agentworld.model.engine import close_engine
 from agentworld.sim.client import SimClient
 from agentworld.sim.prompt import (
     PromptStyle,
@@ -154,7 +155,7 @@ class EngineWorld:
         self._queue.put(None)
         self._thread.join(timeout=10)
         if self.own:
-            self.llm.llm_engine.engine_core.shutdown()
+            close_engine(self.llm, self.cfg.engine)
 
 
 class ServeWorld:

@@ -309,17 +309,24 @@ class RLWorkers:
     """The placement group, the engines and the learner group of one run, and the weight
     sync between them. Build once, use for many steps (and, in tests, several runs)."""
 
-    def __init__(self, rl: RLConfig, train: TrainConfig, model_dir: str) -> None:
+    def __init__(
+        self, rl: RLConfig, train: TrainConfig, model_dir: str, *, engines_later: bool = False
+    ) -> None:
         """``rl``: the groups and their timeouts; ``train``: the learner's model settings
-        (RL's learning rate and expert parallelism replace its own)."""
+        (RL's learning rate and expert parallelism replace its own). ``engines_later``:
+        return once the learner ranks are up and wait for the engines at the first weight
+        sync (``wait_for_engines``), so learner work runs while vLLM starts; with NCCL
+        weight sync the engines are waited for here, as the group forms here."""
         self.rl = rl
+        self._engines_up = False
         self.pg = build_placement_group(rl)
         try:
             self.rollout = RolloutGroup(self.pg, rl, model_dir)
             self.learners = LearnerGroup(self.pg, rl, train, model_dir)
-            # Engines and learner ranks start side by side; wait for all of them.
-            self.rollout.versions()
+            # Engines and learner ranks start side by side.
             self.learners.ready()
+            if not engines_later or rl.rollout.weight_sync == "nccl":
+                self.wait_for_engines()
             if rl.rollout.weight_sync == "nccl":
                 engines = EngineCalls(self.rollout.engines, rl.weight_sync_timeout_s)
                 # learner rank 0 hosts the group's rendezvous on its own node
@@ -332,11 +339,20 @@ class RLWorkers:
             self.close()
             raise
 
+    def wait_for_engines(self) -> None:
+        """Return once every rollout engine has started; an engine's start-up error
+        raises here."""
+        if not self._engines_up:
+            self.rollout.versions()
+            self._engines_up = True
+
     def sync_weights(self, version: int) -> float:
         """Push the learner's weights to every engine; seconds taken (``last_sync``: the
-        learner's gather apart from the transfer and the engines' load)."""
+        learner's gather apart from the transfer and the engines' load), after the
+        engines have started."""
         import ray
 
+        self.wait_for_engines()
         t0 = time.perf_counter()
         if self.rl.rollout.weight_sync == "nccl":
             _check_versions(self.learners.push_weights(version), version)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentworld.model import local_model_dir
+from agentworld.model.engine import close_engine
 from agentworld.rl.config import RolloutConfig
 
 
@@ -217,4 +218,4 @@ class RolloutEngine:
 
     def close(self) -> None:
         shutil.rmtree(self._weights_dir, ignore_errors=True)
-        self.llm.llm_engine.engine_core.shutdown()
+        close_engine(self.llm, self.cfg.engine)
