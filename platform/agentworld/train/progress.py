@@ -1,7 +1,9 @@
 """Progress of a run on the driver. Rank 0 sends every step's metrics, and Ray Train's
 controller (an actor) every kept checkpoint and worker failure, into a queue; the
-driver drains it in a thread, prints one progress line per report, logs to wandb
-(offline by default) and keeps the history that goes into the manifest."""
+driver drains it in a thread, logs every step to wandb (offline by default) and keeps
+the history that goes into the manifest. The person at the terminal gets a step line
+at most every few seconds (and always the first step, the last, each held-out loss),
+plus every checkpoint and failure: 700 SFT steps are not 700 lines."""
 
 from __future__ import annotations
 
@@ -53,9 +55,14 @@ class Progress:
         wandb_run=None,
         log: Callable[[str], None] = say,
         on_event: Callable[[dict], None] | None = None,
+        every_s: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """``every_s``: the least time between two plain step lines; ``clock``: seconds
+        (a test's own)."""
         self.stage, self.queue, self.wandb_run, self.log = stage, queue, wandb_run, log
-        self.on_event = on_event
+        self.on_event, self.every_s, self.clock = on_event, every_s, clock
+        self._last_line = float("-inf")
         self.history = History()
         self._first: tuple[int, float] | None = None
         self._stop = threading.Event()
@@ -65,7 +72,7 @@ class Progress:
         """Seconds left at the rate of the steps seen in this process (a resumed run
         starts counting at its first report)."""
         step, total = int(m.get("step", 0)), m.get("max_steps")
-        now = time.monotonic()
+        now = self.clock()
         if self._first is None:
             self._first = (step, now)
             return None
@@ -73,6 +80,17 @@ class Progress:
         if not total or done <= 0 or step >= int(total):
             return None
         return (int(total) - step) * (now - self._first[1]) / done
+
+    def _shown(self, m: dict[str, Any]) -> bool:
+        """Whether step metrics ``m`` get a line: the first step seen, the last, one
+        with a held-out loss, or ``every_s`` after the last line shown."""
+        now = self.clock()
+        step, total = int(m.get("step", 0)), m.get("max_steps")
+        last = total is not None and step >= int(total)
+        if last or "eval_loss" in m or now - self._last_line >= self.every_s:
+            self._last_line = now
+            return True
+        return False
 
     def __enter__(self) -> Progress:
         self._thread.start()
@@ -117,7 +135,9 @@ class Progress:
             if "eval_loss" in m:
                 h.eval_loss[step] = float(m["eval_loss"])
             h.last = m
-            self.log(progress_line(self.stage, m, None, self._left(m)))
+            left = self._left(m)
+            if self._shown(m):
+                self.log(progress_line(self.stage, m, None, left))
             if self.wandb_run is not None:
                 self.wandb_run.log(
                     {k: v for k, v in m.items() if isinstance(v, int | float)}, step=step
