@@ -30,14 +30,15 @@ from agentworld.collect.os.env import desktop_installed
 
 JOBS, DOMAINS = os.path.dirname(os.path.abspath(__file__)), "terminal,mcp,swe,search,web"
 SKIPPABLE = ("rl", "serve", "agent")
-# The agent stage at the size of a demo (at most 2 minutes of an idle 2-core machine;
+# The agent stage at the size of a demo (the goal: at most 2 minutes of an idle 2-core machine;
 # the full comparison is bench/bench_agents.py). Terminal alone: its demonstrations are
 # about 330 tokens (MCP sessions 1-3k, every row of a batch padded to the longest) and its
 # sandbox steps cost milliseconds. 80 tasks hold 15 out; 60 demonstration steps took the
 # held-out oracle actions' NLL from 6.9 to 0.31 and the agent to 40% [13, 67] of them,
 # the figure that carries signal at this size; two GRPO steps per RL agent show the loop
-# running (their comparisons hold 0). 92 s in a fresh clone's `make demo` on an idle
-# machine (the former four-family size: 184 s).
+# running (their comparisons hold 0). 151 s in a fresh clone's `make demo` on an idle
+# machine, of which 94 s start-up with the fit beside it (212 s when the fit waited for
+# the rollout engine to start).
 AGENT = (
     "agent.tasks.families=('terminal',)",
     "agent.tasks.per_family=80",

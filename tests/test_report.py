@@ -110,6 +110,17 @@ def test_the_verdict_reads_the_interval_and_names_what_each_lost_domain_trails()
         "terminal; below retrieving the most similar training observation on search, swe "
         "and web."
     )
+    # A lost domain whose interval reaches zero is not called below (9a7f4e0's clone:
+    # terminal -2.6 [-13.6, +9.1] on 8 held-out turns).
+    close = _summary({"all": (-9.8, [-19.0, -0.4], "retrieval"), "os": (-37.1, [-58.0, -16.2], "retrieval"),
+                      "terminal": (-2.6, [-13.6, 9.1], "retrieval"), "web": (-2.7, [-10.4, 1.9], "retrieval"),
+                      "mcp": (-3.0, [-6.0, 0.0], "copy_previous")})  # fmt: skip
+    assert verdict(close).endswith(
+        "beats it on 0 of 4 domains; below retrieving the most similar training observation "
+        "on os; behind copying the previous observation on mcp, within the interval; behind "
+        "retrieving the most similar training observation on terminal and web, within the "
+        "interval."
+    )
 
 
 def test_the_report_opens_with_the_summary(tmp_path):

@@ -21,7 +21,9 @@ METRIC = "char_f1"
 
 def verdict(summary: dict[str, Any]) -> str:
     """One sentence: the model against the best baseline overall (by its interval) and
-    on how many domains it wins, naming the baseline it trails on each domain it loses."""
+    on how many domains it wins, naming the baseline it trails on each domain it loses:
+    "below" where the domain's interval is under zero (or unknown), "behind ..., within
+    the interval" where it reaches zero (a domain holds a few held-out turns)."""
     margins = summary.get("margin", {})
     overall = margins.get("all", {}).get(METRIC)
     domains = {d: m[METRIC] for d, m in margins.items() if d != "all" and METRIC in m}
@@ -39,12 +41,16 @@ def verdict(summary: dict[str, Any]) -> str:
     else:
         head = "The world model is not above the best baseline overall"
     text = f"{head} ({margin_text(overall)}) and beats it on {len(won)} of {len(domains)} domains"
-    by_baseline: dict[str, list[str]] = {}
+    below: dict[str, list[str]] = {}
+    within: dict[str, list[str]] = {}
     for d in lost:
-        by_baseline.setdefault(domains[d]["baseline"], []).append(d)
-    for baseline, names in sorted(by_baseline.items()):
+        ci = domains[d].get("ci95")
+        (within if ci and ci[1] >= 0 else below).setdefault(domains[d]["baseline"], []).append(d)
+    for baseline, names in sorted(below.items()):
+        text += f"; below {BASELINE_WORDS.get(baseline, baseline)} on {_listed(names)}"
+    for baseline, names in sorted(within.items()):
         words = BASELINE_WORDS.get(baseline, baseline)
-        text += f"; below {words} on {_listed(names)}"
+        text += f"; behind {words} on {_listed(names)}, within the interval"
     return text + "."
 
 
