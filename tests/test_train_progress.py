@@ -40,3 +40,18 @@ def test_a_long_run_prints_a_step_line_every_few_seconds_and_keeps_every_step():
     assert "[sft] step 100/100 | ckpt step-000100" in lines
     assert sorted(progress.history.loss) == list(range(1, 101))
     assert progress.history.eval_loss == {50: 1.5, 100: 1.5}
+
+
+def test_the_time_left_counts_from_the_first_training_step():
+    """A held-out loss at step 0, then a first step slowed by warm-up (100 s), then a
+    step a second: the time left is the steps left at a second each, not 10x that."""
+    clock, lines = Clock(), []
+    progress = Progress("sft", queue=None, log=lines.append, every_s=5.0, clock=clock)
+    progress.handle({"kind": "metrics", "metrics": {"step": 0, "max_steps": 100, "eval_loss": 3.8}})
+    clock.now = 100.0
+    progress.handle(_step(1))
+    for step in range(2, 12):
+        clock.now += 1.0
+        progress.handle(_step(step))
+    assert "left" not in lines[1], lines  # step 1: no rate yet
+    assert lines[-1].startswith("[sft] step 11/100") and lines[-1].endswith("about 1m29s left")
