@@ -14,7 +14,7 @@ import contextlib
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 _sink: IO[str] | None = None
@@ -36,15 +36,31 @@ def duration(seconds: float) -> str:
     return f"{s // 3600}h{(s % 3600) // 60:02d}m"
 
 
+class Every:
+    """A gate for rate-limited lines: open at most once per ``every_s`` seconds of
+    ``clock``, and whenever forced (a final line, one that carries news)."""
+
+    def __init__(self, every_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.every_s, self.clock = every_s, clock
+        self._last = float("-inf")
+
+    def due(self, *, force: bool = False) -> bool:
+        now = self.clock()
+        if force or now - self._last >= self.every_s:
+            self._last = now
+            return True
+        return False
+
+
 class Progress:
     """Progress of one stage over ``total`` units (None when unknown), printed at most
     every ``every_s`` seconds and always at the end, with the time left estimated from
     the rate so far."""
 
     def __init__(self, stage: str, total: int | None, unit: str, *, every_s: float = 5.0) -> None:
-        self.stage, self.total, self.unit, self.every_s = stage, total, unit, every_s
+        self.stage, self.total, self.unit = stage, total, unit
         self.t0 = time.monotonic()
-        self._last = float("-inf")
+        self._every = Every(every_s)
         self._first: tuple[int, float] | None = None
         """(done, time) at the first update: the rate is measured from there, so that
         start-up (a cluster, an engine loading) does not count as work."""
@@ -70,10 +86,8 @@ class Progress:
         return " | ".join(parts)
 
     def update(self, done: int, **fields: Any) -> None:
-        now = time.monotonic()
         final = self.total is not None and done >= self.total
-        if final or now - self._last >= self.every_s:
-            self._last = now
+        if self._every.due(force=final):
             say(self.line(done, fields))
 
 

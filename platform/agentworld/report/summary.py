@@ -46,11 +46,12 @@ def verdict(summary: dict[str, Any]) -> str:
     for d in lost:
         ci = domains[d].get("ci95")
         (within if ci and ci[1] >= 0 else below).setdefault(domains[d]["baseline"], []).append(d)
-    for baseline, names in sorted(below.items()):
-        text += f"; below {BASELINE_WORDS.get(baseline, baseline)} on {_listed(names)}"
-    for baseline, names in sorted(within.items()):
-        words = BASELINE_WORDS.get(baseline, baseline)
-        text += f"; behind {words} on {_listed(names)}, within the interval"
+    for groups, phrase in (
+        (below, "below {} on {}"),
+        (within, "behind {} on {}, within the interval"),
+    ):
+        for baseline, names in sorted(groups.items()):
+            text += "; " + phrase.format(BASELINE_WORDS.get(baseline, baseline), _listed(names))
     return text + "."
 
 

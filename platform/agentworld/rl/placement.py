@@ -325,9 +325,10 @@ class RLWorkers:
             self.learners = LearnerGroup(self.pg, rl, train, model_dir)
             # Engines and learner ranks start side by side.
             self.learners.ready()
-            if not engines_later or rl.rollout.weight_sync == "nccl":
+            nccl = rl.rollout.weight_sync == "nccl"
+            if nccl or not engines_later:
                 self.wait_for_engines()
-            if rl.rollout.weight_sync == "nccl":
+            if nccl:
                 engines = EngineCalls(self.rollout.engines, rl.weight_sync_timeout_s)
                 # learner rank 0 hosts the group's rendezvous on its own node
                 addr, port = _rendezvous_address(

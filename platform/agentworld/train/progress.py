@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentworld.console import duration, say
+from agentworld.console import Every, duration, say
 
 
 @dataclass
@@ -61,8 +61,8 @@ class Progress:
         """``every_s``: the least time between two plain step lines; ``clock``: seconds
         (a test's own)."""
         self.stage, self.queue, self.wandb_run, self.log = stage, queue, wandb_run, log
-        self.on_event, self.every_s, self.clock = on_event, every_s, clock
-        self._last_line = float("-inf")
+        self.on_event, self.clock = on_event, clock
+        self._every = Every(every_s, clock)
         self.history = History()
         self._first: tuple[int, float] | None = None
         self._stop = threading.Event()
@@ -83,17 +83,6 @@ class Progress:
         if not total or done <= 0 or step >= int(total):
             return None
         return (int(total) - step) * (now - self._first[1]) / done
-
-    def _shown(self, m: dict[str, Any]) -> bool:
-        """Whether step metrics ``m`` get a line: the first step seen, the last, one
-        with a held-out loss, or ``every_s`` after the last line shown."""
-        now = self.clock()
-        step, total = int(m.get("step", 0)), m.get("max_steps")
-        last = total is not None and step >= int(total)
-        if last or "eval_loss" in m or now - self._last_line >= self.every_s:
-            self._last_line = now
-            return True
-        return False
 
     def __enter__(self) -> Progress:
         self._thread.start()
@@ -139,7 +128,11 @@ class Progress:
                 h.eval_loss[step] = float(m["eval_loss"])
             h.last = m
             left = self._left(m)
-            if self._shown(m):
+            # A line for the first step seen, the last, each held-out loss, and otherwise
+            # at most every ``every_s``.
+            total = m.get("max_steps")
+            final = total is not None and step >= int(total)
+            if self._every.due(force=final or "eval_loss" in m):
                 self.log(progress_line(self.stage, m, None, left))
             if self.wandb_run is not None:
                 self.wandb_run.log(
