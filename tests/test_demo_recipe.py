@@ -30,7 +30,7 @@ def test_every_stage_of_the_demo_gets_its_recipe_and_a_users_sizes_win():
     assert r.name == "debug_cpu" and r.collect.episodes == 150
     assert r.data.sft_rows == "trajectory"
     assert (r.rl.rollout.max_new_tokens, r.rl.rollout.engine.max_model_len) == (512, 1536)
-    assert (r.train.max_steps, r.train.sft_max_steps) == (100, 700)
+    assert (r.train.max_steps, r.train.sft_max_steps, r.train.sft_learning_rate) == (100, 450, 2e-3)
     assert (r.train.eval_every, r.train.checkpoint_every) == (50, 100)
     small = _recipe(job, "--episodes", "16", "--max-steps", "4", "--set", "train.eval_every=2")
     assert small.collect.episodes == 16 and small.data.sft_rows == "trajectory"
@@ -38,3 +38,4 @@ def test_every_stage_of_the_demo_gets_its_recipe_and_a_users_sizes_win():
     assert (small.train.warmup_steps, small.train.eval_every) == (1, 2)
     other = _recipe(job, "--recipe", "small_cpu")  # its own step counts
     assert (other.train.max_steps, other.train.sft_max_steps) == (800, 1000)
+    assert other.train.sft_learning_rate is None
