@@ -58,9 +58,10 @@ AGENT = (
 # RL rolls out whole observations (up to 512 new tokens): at debug_cpu's 48 it rejected
 # 519 of 874 contexts, trained on short answers only and lowered the SFT model (59.7 ->
 # 56.6 char F1); at 512 it kept 799 and raised it to 65.4.
-# SFT 450 steps at a peak rate of 2e-3 (twice debug_cpu's): on one run's data and CPT
-# export it scored as 700 steps at 1e-3 did (char F1 64.7 against 63.8 on 47 held-out
-# turns) in 3.3 fewer minutes; 450 at 1e-3 scored 56.1, and 400 at 3e-3 58.3.
+# SFT 450 steps at a peak rate of 2e-3 (twice debug_cpu's), 3.3 minutes less than 700
+# at 1e-3: char F1 64.7 and 58.9 in two runs against 65.8 and 63.8 for 700 steps, on the
+# same 47 held-out turns. Runs of one recipe spread by about 6 points, so two runs cannot
+# show what the shorter SFT costs (docs/experiments.md).
 # Held-out loss every 50 steps and checkpoints every 100 (debug_cpu's 10 would write 45
 # checkpoints in SFT alone). The step counts and SFT's rate are for debug_cpu; another
 # --recipe keeps its own.
