@@ -15,7 +15,7 @@ from typing import Any
 
 from agentworld.agent.tasks import ANSWER_PREFIX
 from agentworld.model import local_model_dir
-from agentworld.model.engine import EngineConfig, close_engine
+from agentworld.model.engine import EngineConfig, close_engine, start_llm
 
 INSTRUCTIONS = {
     "terminal": "Reply with exactly one shell command.",
@@ -138,13 +138,7 @@ class EnginePolicy:
     def __init__(
         self, model_dir: str, *, temperature: float, max_new_tokens: int, engine: EngineConfig
     ) -> None:
-        from vllm import LLM
-
-        self.llm = LLM(
-            model=local_model_dir(model_dir),
-            **engine.vllm_kwargs(),
-            seed=0,
-        )
+        self.llm = start_llm(local_model_dir(model_dir), engine, seed=0)
         self.temperature, self.max_new_tokens, self.engine = temperature, max_new_tokens, engine
 
     def generate(self, prompts: list[list[int]]) -> list[Generated]:

@@ -24,7 +24,7 @@ from typing import Any
 from agentworld.agent.config import SimConfig
 from agentworld.agent.policy import chat_ids
 from agentworld.model import local_model_dir
-from agentworld.model.engine import close_engine
+from agentworld.model.engine import close_engine, start_llm
 from agentworld.sim.client import SimClient
 from agentworld.sim.prompt import (
     PromptStyle,
@@ -77,9 +77,7 @@ class EngineWorld:
 
     @classmethod
     def start(cls, model_dir: str, cfg: SimConfig, *, seed: int = 0) -> EngineWorld:
-        from vllm import LLM
-
-        llm = LLM(model=local_model_dir(model_dir), **cfg.engine.vllm_kwargs(), seed=seed)
+        llm = start_llm(local_model_dir(model_dir), cfg.engine, seed=seed)
         return cls(llm, cfg, own=True)
 
     def render(self, req: SimRequest) -> list[dict[str, str]]:

@@ -19,6 +19,7 @@ from typing import Any
 from agentworld.evaluate.config import InferConfig
 from agentworld.evaluate.items import EvalItem, failure_row, prediction_row
 from agentworld.model import local_model_dir
+from agentworld.model.engine import EngineConfig, start_llm
 
 # Engine settings the actors must see even when the cluster was started elsewhere.
 _FORWARDED_ENV = (
@@ -31,22 +32,16 @@ _FORWARDED_ENV = (
 
 class VLLMPredictor:
     """A Ray Data callable class: ``{"key", "messages_json"}`` batches in,
-    ``{"key", "output", "finish_reason", "error"}`` batches out. ``engine`` is
-    ``EngineConfig.vllm_kwargs()``."""
+    ``{"key", "output", "finish_reason", "error"}`` batches out."""
 
-    def __init__(self, model_url: str, engine: dict[str, Any], sampling: dict[str, Any]) -> None:
+    def __init__(self, model_url: str, engine: EngineConfig, sampling: dict[str, Any]) -> None:
         from transformers import AutoTokenizer
-        from vllm import LLM
 
         path = local_model_dir(model_url)
         self.tokenizer = AutoTokenizer.from_pretrained(path)
-        self.llm = LLM(
-            model=path,
-            **engine,
-            seed=sampling["seed"] or 0,
-        )
+        self.llm = start_llm(path, engine, seed=sampling["seed"] or 0)
         self.params = sampling_params(sampling)
-        self.budget = engine["max_model_len"] - sampling["max_tokens"]
+        self.budget = engine.max_model_len - sampling["max_tokens"]
 
     @classmethod
     def around(cls, llm: Any, sampling: dict[str, Any]) -> VLLMPredictor:
@@ -136,7 +131,7 @@ def infer_vllm(
         VLLMPredictor,
         fn_constructor_kwargs={
             "model_url": model_url,
-            "engine": cfg.vllm.engine.vllm_kwargs(),
+            "engine": cfg.vllm.engine,
             "sampling": asdict(cfg.sampling),
         },
         batch_size=batch,

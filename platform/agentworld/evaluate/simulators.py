@@ -114,8 +114,7 @@ class EngineSimulator(Simulator):
 
     @classmethod
     def start_engine(cls, cfg: InferConfig, model_url: str) -> EngineSimulator:
-        engine = cfg.vllm.engine.vllm_kwargs()
-        return cls(VLLMPredictor(model_url, engine, asdict(cfg.sampling)))
+        return cls(VLLMPredictor(model_url, cfg.vllm.engine, asdict(cfg.sampling)))
 
     async def ask(self, messages: list[Message]) -> Reply:
         fut = asyncio.get_running_loop().create_future()

@@ -6,7 +6,10 @@ placement's business."""
 
 from __future__ import annotations
 
+import os
+import sys
 import typing
+import warnings
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -94,11 +97,81 @@ own grace is 5 s, and on this build the engine process outlived every such wait 
 (its worker had exited after 3 s): each close cost 5 s, twice in the agent stage."""
 
 
+_IN_PROCESS: set[int] = set()
+"""The ``id`` of every engine that ``start_llm`` started in this process and
+``close_engine`` has not closed."""
+
+
+_MULTIPROCESSING = "VLLM_ENABLE_V1_MULTIPROCESSING"
+
+
+def runs_in_process(engine: EngineConfig) -> bool:
+    """Whether ``start_llm`` would start ``engine`` in this process now."""
+    import torch.distributed
+
+    return (
+        engine.on_cpu()
+        and _MULTIPROCESSING not in os.environ
+        and not _IN_PROCESS
+        and not torch.distributed.is_initialized()
+        and not _unscannable_module()
+    )
+
+
+def _unscannable_module() -> str | None:
+    """A loaded module that vLLM's CPU worker cannot start beside, if there is one.
+    Starting, the worker rebinds its kernels in every loaded module, and reads each
+    attribute's ``vars()`` as a dict; an object whose ``__dict__`` is something else
+    fails the engine's start. llvmlite's ``lib`` is one (numba loads it, and bm25s
+    loads numba): its ``__getattr__`` wraps every name, ``__dict__`` included. In its
+    own processes the worker has none of this process's modules."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # deprecated attributes warn when read
+        for name, module in list(sys.modules.items()):
+            for value in list((getattr(module, "__dict__", None) or {}).values()):
+                try:
+                    if hasattr(value, "__dict__") and not hasattr(vars(value), "get"):
+                        return name
+                except TypeError:
+                    return name
+    return None
+
+
+def start_llm(path: str, engine: EngineConfig, **extra: Any) -> Any:
+    """A ``vllm.LLM`` on the checkpoint at ``path`` (a local folder), with ``engine``'s
+    arguments and ``extra`` (the seed, a worker extension).
+
+    On the CPU build the engine runs in this process where it is the process's only one.
+    vLLM's default starts an engine-core process and a worker process, each importing
+    torch and vLLM afresh: 40 s to a first token on an idle 2-core machine, against 5 s
+    in process (docs/experiments.md). A second engine in the same process, or one beside
+    torch.distributed already set up, keeps vLLM's processes: engines in one process
+    share vLLM's process-wide parallel state, which the first to close tears down. A
+    ``VLLM_ENABLE_V1_MULTIPROCESSING`` set by the user is left as it is."""
+    import vllm.envs
+    from vllm import LLM
+
+    in_process = runs_in_process(engine)
+    # vLLM caches its environment once an engine core is up in this process.
+    vllm.envs.disable_envs_cache()
+    if in_process:
+        os.environ[_MULTIPROCESSING] = "0"
+    try:
+        llm = LLM(model=path, **engine.vllm_kwargs(), **extra)
+    finally:
+        if in_process:
+            del os.environ[_MULTIPROCESSING]
+    if in_process:
+        _IN_PROCESS.add(id(llm))
+    return llm
+
+
 def close_engine(llm: Any, engine: EngineConfig) -> None:
-    """Stop the engine processes of ``llm`` (a vLLM ``LLM`` started with ``engine``'s
-    arguments): on the CPU build after ``CPU_SHUTDOWN_S`` (no device memory to release),
-    on GPUs after vLLM's own grace."""
+    """Stop the engine of ``llm`` (a vLLM ``LLM`` that ``start_llm`` started with
+    ``engine``): vLLM's processes on the CPU build after ``CPU_SHUTDOWN_S`` (no device
+    memory to release), on GPUs after vLLM's own grace; an in-process engine at once."""
     llm.llm_engine.engine_core.shutdown(timeout=CPU_SHUTDOWN_S if engine.on_cpu() else None)
+    _IN_PROCESS.discard(id(llm))
 
 
 def check_engine_can_run(engine: EngineConfig, model_url: str, *, field: str = "model") -> None:

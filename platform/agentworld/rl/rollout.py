@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentworld.model import local_model_dir
-from agentworld.model.engine import close_engine
+from agentworld.model.engine import close_engine, start_llm
 from agentworld.rl.config import RolloutConfig
 
 
@@ -80,14 +80,12 @@ def _repack_cpu_experts(model: Any) -> int:
 
 class RolloutEngine:
     def __init__(self, model_dir: str, cfg: RolloutConfig, *, seed: int = 0) -> None:
-        from vllm import LLM
-
         self.cfg = cfg
         # vLLM's NCCL weight-transfer engine in every worker (``agentworld.rl.nccl_sync``).
         nccl = {"weight_transfer_config": {"backend": "nccl"}} if cfg.weight_sync == "nccl" else {}
-        self.llm = LLM(
-            model=local_model_dir(model_dir),
-            **cfg.engine.vllm_kwargs(),
+        self.llm = start_llm(
+            local_model_dir(model_dir),
+            cfg.engine,
             seed=seed,
             worker_extension_cls=f"{__name__}.WeightSyncExtension",
             **nccl,
