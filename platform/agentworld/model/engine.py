@@ -6,10 +6,12 @@ placement's business."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import typing
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -114,27 +116,45 @@ def runs_in_process(engine: EngineConfig) -> bool:
         and _MULTIPROCESSING not in os.environ
         and not _IN_PROCESS
         and not torch.distributed.is_initialized()
-        and not _unscannable_module()
     )
 
 
-def _unscannable_module() -> str | None:
-    """A loaded module that vLLM's CPU worker cannot start beside, if there is one.
-    Starting, the worker rebinds its kernels in every loaded module, and reads each
+def unscannable_modules() -> list[str]:
+    """The loaded modules that vLLM's CPU worker fails on when it starts in process.
+    Starting, the worker rebinds its kernels in every loaded module and reads each
     attribute's ``vars()`` as a dict; an object whose ``__dict__`` is something else
-    fails the engine's start. llvmlite's ``lib`` is one (numba loads it, and bm25s
-    loads numba): its ``__getattr__`` wraps every name, ``__dict__`` included. In its
-    own processes the worker has none of this process's modules."""
+    fails the start. llvmlite's ``lib`` is one (numba loads it, and bm25s loads numba):
+    its ``__getattr__`` wraps every name, ``__dict__`` included."""
+    found = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # deprecated attributes warn when read
         for name, module in list(sys.modules.items()):
             for value in list((getattr(module, "__dict__", None) or {}).values()):
                 try:
-                    if hasattr(value, "__dict__") and not hasattr(vars(value), "get"):
-                        return name
+                    unscannable = hasattr(value, "__dict__") and not hasattr(vars(value), "get")
                 except TypeError:
-                    return name
-    return None
+                    unscannable = True
+                if unscannable:
+                    found.append(name)
+                    break
+    return found
+
+
+@contextlib.contextmanager
+def _in_process_start() -> Iterator[None]:
+    """Around an in-process start: vLLM's switch; the modules its worker cannot scan
+    (``unscannable_modules``) out of ``sys.modules`` for the start's few seconds, then
+    back (another thread importing one of them by name meanwhile would load it again);
+    and the calling thread's CPUs as they were (the worker binds it to its core)."""
+    hidden = {name: sys.modules.pop(name) for name in unscannable_modules()}
+    cpus = os.sched_getaffinity(0)
+    os.environ[_MULTIPROCESSING] = "0"
+    try:
+        yield
+    finally:
+        del os.environ[_MULTIPROCESSING]
+        sys.modules.update(hidden)
+        os.sched_setaffinity(0, cpus)
 
 
 def start_llm(path: str, engine: EngineConfig, **extra: Any) -> Any:
@@ -143,8 +163,8 @@ def start_llm(path: str, engine: EngineConfig, **extra: Any) -> Any:
 
     On the CPU build the engine runs in this process where it is the process's only one.
     vLLM's default starts an engine-core process and a worker process, each importing
-    torch and vLLM afresh: 40 s to a first token on an idle 2-core machine, against 5 s
-    in process (docs/experiments.md). A second engine in the same process, or one beside
+    torch and vLLM afresh: 40 s to ready on an idle 2-core machine, against 5 s in
+    process (docs/experiments.md). A second engine in the same process, or one beside
     torch.distributed already set up, keeps vLLM's processes: engines in one process
     share vLLM's process-wide parallel state, which the first to close tears down. A
     ``VLLM_ENABLE_V1_MULTIPROCESSING`` set by the user is left as it is."""
@@ -154,13 +174,8 @@ def start_llm(path: str, engine: EngineConfig, **extra: Any) -> Any:
     in_process = runs_in_process(engine)
     # vLLM caches its environment once an engine core is up in this process.
     vllm.envs.disable_envs_cache()
-    if in_process:
-        os.environ[_MULTIPROCESSING] = "0"
-    try:
+    with _in_process_start() if in_process else contextlib.nullcontext():
         llm = LLM(model=path, **engine.vllm_kwargs(), **extra)
-    finally:
-        if in_process:
-            del os.environ[_MULTIPROCESSING]
     if in_process:
         _IN_PROCESS.add(id(llm))
     return llm

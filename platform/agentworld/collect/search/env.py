@@ -19,6 +19,8 @@ import time
 import warnings
 from dataclasses import asdict, dataclass
 
+import bm25s
+
 import agentworld
 from agentworld.collect.env import Action, Environment, Task, parse_tool_call
 from agentworld.collect.variety import Variety
@@ -114,11 +116,6 @@ class SearchIndex:
     """A bm25s index over the corpus (built once per process)."""
 
     def __init__(self, docs: tuple[Doc, ...]) -> None:
-        # Imported here: bm25s loads numba, beside which vLLM's CPU engine cannot start
-        # in process (``agentworld.model.engine.start_llm``).
-        import bm25s
-
-        self._bm25s = bm25s
         self.docs = docs
         self.by_id = {d.id: d for d in docs}
         texts = [f"{d.id.replace('.', ' ')} {d.text}" for d in docs]
@@ -133,7 +130,7 @@ class SearchIndex:
         """The k best documents; with ``allowed``, among those documents only (an
         episode's subset of the corpus: one index serves every subset)."""
 
-        tokens = self._bm25s.tokenize([query], stopwords="en", show_progress=False)
+        tokens = bm25s.tokenize([query], stopwords="en", show_progress=False)
         if not tokens.vocab:
             return []
         k = max(1, min(int(k), len(self.docs)))
