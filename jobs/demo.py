@@ -36,9 +36,9 @@ SKIPPABLE = ("rl", "serve", "agent")
 # sandbox steps cost milliseconds. 80 tasks hold 15 out; 60 demonstration steps took the
 # held-out oracle actions' NLL from 6.9 to 0.31 and the agent to 40% [13, 67] of them,
 # the figure that carries signal at this size; two GRPO steps per RL agent show the loop
-# running (their comparisons hold 0). 134 s and 151 s in two fresh clones' `make demo`
-# on an idle machine (in the 151 s, 94 s of start-up with the fit beside it; 212 s when
-# the fit waited for the rollout engine to start).
+# running (their comparisons hold 0). 104 s in the latest fresh clone's `make demo` on an
+# idle machine, its two vLLM engines in the processes that hold them (134 s and 151 s
+# before, with vLLM's own processes; 212 s when the fit waited for the rollout engine).
 AGENT = (
     "agent.tasks.families=('terminal',)",
     "agent.tasks.per_family=80",
