@@ -123,8 +123,10 @@ def unscannable_modules() -> list[str]:
     """The loaded modules that vLLM's CPU worker fails on when it starts in process.
     Starting, the worker rebinds its kernels in every loaded module and reads each
     attribute's ``vars()`` as a dict; an object whose ``__dict__`` is something else
-    fails the start. llvmlite's ``lib`` is one (numba loads it, and bm25s loads numba):
-    its ``__getattr__`` wraps every name, ``__dict__`` included."""
+    fails the start, as does one whose ``__dict__`` raises. llvmlite's ``lib`` is the
+    first kind (numba loads it, and bm25s loads numba): its ``__getattr__`` wraps every
+    name, ``__dict__`` included. Flask's ``current_app`` is the second: read outside an
+    application context, it raises RuntimeError."""
     found = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # deprecated attributes warn when read
@@ -132,7 +134,7 @@ def unscannable_modules() -> list[str]:
             for value in list((getattr(module, "__dict__", None) or {}).values()):
                 try:
                     unscannable = hasattr(value, "__dict__") and not hasattr(vars(value), "get")
-                except TypeError:
+                except Exception:  # vLLM's scan would raise it too
                     unscannable = True
                 if unscannable:
                     found.append(name)
