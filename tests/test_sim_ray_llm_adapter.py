@@ -47,3 +47,34 @@ def test_a_local_model_skips_the_per_node_mirroring_task():
 
     assert runs_init_node("/srv/models/agentworld") is False
     assert runs_init_node("s3://bucket/agentworld") is True
+
+
+def test_every_engine_routing_names_a_router_this_ray_has():
+    """``serve.engine_routing``: ``load`` leaves Serve's default router; the others name
+    Ray Serve request routers by import path, which a Ray release may move."""
+    import importlib
+
+    import pytest
+    from ray.serve.request_router import RequestRouter
+
+    from agentworld.config import ConfigError
+    from agentworld.sim.config import ENGINE_ROUTINGS, ServeConfig
+    from agentworld.sim.placement import llm_config
+
+    def import_attr(path: str):
+        module, _, name = path.rpartition(".")
+        return getattr(importlib.import_module(module), name)
+
+    routers = {}
+    for routing in ENGINE_ROUTINGS:
+        deployment = llm_config(ServeConfig(model="/m", engine_routing=routing)).deployment_config
+        path = (deployment.get("request_router_config") or {}).get("request_router_class")
+        routers[routing] = path and import_attr(path).__name__
+        assert path is None or issubclass(import_attr(path), RequestRouter), path
+    assert routers == {
+        "session": "ConsistentHashRouter",
+        "load": None,
+        "round_robin": "RoundRobinRouter",
+    }
+    with pytest.raises(ConfigError, match="serve.engine_routing"):
+        ServeConfig(model="/m", engine_routing="random")

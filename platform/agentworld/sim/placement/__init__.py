@@ -56,14 +56,18 @@ def llm_config(cfg: ServeConfig, *, base_dir: str | None = None):
 # time to first token (metrics), which the simulator stores with every turn.
 _ENGINE_FRONTEND = {"enable_prompt_tokens_details": True, "enable_per_request_metrics": True}
 SESSION_ROUTER = "ray.serve.experimental.consistent_hash_router.ConsistentHashRouter"
+ROUND_ROBIN_ROUTER = "ray.serve.experimental.round_robin_router.RoundRobinRouter"
 
 
 def _routing(routing: str) -> dict[str, Any]:
     """The engine deployment's request router. ``session``: Ray Serve's consistent-hash
     router keyed by the ``session_id`` the ingress sets on its engine calls; one fallback
-    replica takes a session whose own replica is full (backpressure)."""
+    replica takes a session whose own replica is full (backpressure). ``round_robin``:
+    the replicas in turn. ``load``: Serve's default (power of two choices)."""
     if routing == "load":
         return {}
+    if routing == "round_robin":
+        return {"request_router_config": {"request_router_class": ROUND_ROBIN_ROUTER}}
     return {
         "request_router_config": {
             "request_router_class": SESSION_ROUTER,
