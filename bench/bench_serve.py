@@ -22,9 +22,9 @@ sessions with ``engine_routing: session`` (every turn to the replica holding the
 session's prefix cache) and then ``round_robin`` (the replicas in turn; Serve's default
 ``load`` kept 86-98% of a session's turns on one replica here, so it is no baseline
 without affinity), time to first token of each turn as the engine reports it, and the
-share of turns the replica of the session's turn before served. Goal: late turns' median TTFT with affinity
-below the one without (ratio < 1; p25-p75 intervals beside it). ``--affinity-sessions 0``
-leaves this part out.
+share of turns the replica of the session's turn before served. Goal: late turns'
+median TTFT with affinity below the one without (ratio < 1; p25-p75 intervals beside
+it). ``--affinity-sessions 0`` leaves this part out.
 Every request has a timeout and the run stops after --deadline-s.
 
 Run:  python bench/bench_serve.py [--sessions 16,64 --mcp-sessions 16 --steps 3 --max-tokens 32] [--quick]
@@ -387,7 +387,9 @@ def history_phase(url: str, a: argparse.Namespace, deadline: float) -> dict:
     # Turns after the first that the replica of the session's turn before served: 1.0
     # routed by session; about 1 / replicas in turn.
     pairs = [(s[k - 1], s[k]) for s in sessions for k in range(1, len(s))]
-    kept = [b["replica"] == a["replica"] for a, b in pairs if a and b and a.get("replica")]
+    kept = [
+        now["replica"] == was["replica"] for was, now in pairs if was and now and was.get("replica")
+    ]
     return {
         "by_turn": by_turn,
         "late_turns_ttft_ms": [round(_quantile(late, q), 2) for q in (0.25, 0.5, 0.75)],

@@ -22,7 +22,8 @@ from agentworld.config import (
 from agentworld.model.engine import EngineConfig
 
 _TEAM_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
-ENGINE_ROUTINGS = ("session", "load", "round_robin")
+EngineRouting = Literal["session", "load", "round_robin"]
+ENGINE_ROUTINGS = typing.get_args(EngineRouting)
 """The values of ``ServeConfig.engine_routing``."""
 
 
@@ -153,7 +154,7 @@ class ServeConfig:
     storage_url: str | None = None
     """Where the store also writes each session (any fsspec URL), so that sessions
     survive a restart of the store itself; None keeps them in the actor only."""
-    engine_routing: Literal["session", "load", "round_robin"] = "session"
+    engine_routing: EngineRouting = "session"
     """Which engine replica a model call goes to. ``session``: every turn of a session
     (and of its forks) to the replica that holds its history in its prefix cache, by
     consistent hashing of the session (Ray Serve's ``ConsistentHashRouter``); when that
