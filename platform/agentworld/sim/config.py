@@ -190,11 +190,7 @@ class ServeConfig:
             )
         if self.ingress_cpus < 0:
             raise ConfigError("serve.ingress_cpus", f"must be >= 0, got {self.ingress_cpus}")
-        if self.engine_routing not in ENGINE_ROUTINGS:
-            raise ConfigError(
-                "serve.engine_routing",
-                f"must be one of {ENGINE_ROUTINGS}, got {self.engine_routing!r}",
-            )
+        _check_type(self.engine_routing, EngineRouting, "serve.engine_routing")
         if not self.store_name:
             raise ConfigError("serve.store_name", "must not be empty")
         for name in self.custom_domains:
