@@ -123,6 +123,42 @@ def write_packed(out: str, trajectories, tok, seq_len: int = SEQ_LEN) -> str:
     return out
 
 
+# --- the packed rows reach Ray Data -------------------------------------------------
+
+
+@pytest.mark.slow
+def test_small_packed_rows_read_on_the_driver_match_the_streamed_read(
+    ray_cluster, packed_data, s3_server, monkeypatch
+):
+    """Up to DRIVER_READ_BYTES of Parquet the training rows reach Ray Data from one read
+    on the driver; above it they stream through Ray Data's read tasks. Both are the
+    same rows in the same order, from a local folder and from S3."""
+    import uuid
+
+    import s3fs
+    from ray.data.dataset import MaterializedDataset
+
+    from agentworld.train import placement
+    from tests.conftest import S3_REGION
+
+    url = os.path.join(packed_data, "packed", "cpt", "train")
+    fs = s3fs.S3FileSystem(client_kwargs={"endpoint_url": s3_server, "region_name": S3_REGION})
+    bucket = f"packed-{uuid.uuid4().hex[:8]}"
+    fs.mkdir(bucket)
+    fs.put(url, f"{bucket}/train", recursive=True)
+
+    def rows(dataset):
+        return [(list(r["input_ids"]), list(r["loss_mask"])) for r in dataset.iter_rows()]
+
+    small, small_s3 = placement.read_packed(url), placement.read_packed(f"s3://{bucket}/train")
+    monkeypatch.setattr(placement, "DRIVER_READ_BYTES", 0)
+    streamed = placement.read_packed(url)
+    # from_arrow's blocks are already in the object store; read_parquet's are read lazily.
+    assert isinstance(small, MaterializedDataset) and isinstance(small_s3, MaterializedDataset)
+    assert not isinstance(streamed, MaterializedDataset)
+    assert rows(small) == rows(streamed) == rows(small_s3) and len(rows(small)) > 4
+
+
 # --- one short CPT run, shared (conftest's packed_data and cpt_run) ----------------
 
 
