@@ -156,7 +156,8 @@ def test_small_packed_rows_read_on_the_driver_match_the_streamed_read(
     # from_arrow's blocks are already in the object store; read_parquet's are read lazily.
     assert isinstance(small, MaterializedDataset) and isinstance(small_s3, MaterializedDataset)
     assert not isinstance(streamed, MaterializedDataset)
-    assert rows(small) == rows(streamed) == rows(small_s3) and len(rows(small)) > 4
+    expected = rows(small)
+    assert expected == rows(streamed) == rows(small_s3) and len(expected) > 4
 
 
 # --- one short CPT run, shared (conftest's packed_data and cpt_run) ----------------

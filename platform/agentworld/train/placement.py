@@ -89,21 +89,21 @@ def read_packed(url: str):
     read tasks, or, up to ``DRIVER_READ_BYTES`` of Parquet, read once on the driver."""
     import ray.data
 
-    path, fs = arrow_storage(url)
     sizer, sized_path = get_fs(url)
     if sizer.du(sized_path) <= DRIVER_READ_BYTES:
-        table = pq.read_table(path, filesystem=fs, columns=PACKED_COLUMNS, use_threads=False)
-        dataset = ray.data.from_arrow(table)
+        dataset = ray.data.from_arrow(read_packed_table(url))
     else:
+        path, fs = arrow_storage(url)
         dataset = ray.data.read_parquet(path, filesystem=fs, columns=PACKED_COLUMNS)
     dataset.context.enable_progress_bars = False  # the driver prints its own progress line
     return dataset
 
 
-def read_held_out(url: str):
-    """The held-out packed rows as one pyarrow Table, read on the driver: they are few,
-    every worker evaluates on them many times, and one Ray Data pipeline per worker
-    would compete with the training stream for the cluster's spare CPUs."""
+def read_packed_table(url: str):
+    """The packed rows under ``url`` as one pyarrow Table, read on the driver: small
+    training sets (above), and the held-out rows, which are few, every worker evaluates
+    on many times, and would otherwise need one Ray Data pipeline per worker competing
+    with the training stream for the cluster's spare CPUs."""
 
     path, fs = arrow_storage(url)
     return pq.read_table(path, filesystem=fs, columns=PACKED_COLUMNS, use_threads=False)

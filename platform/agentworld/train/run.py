@@ -64,8 +64,8 @@ def _fit(job: TrainJob, plan: DataPlan, log, on_event):
         build_trainer,
         event_queue,
         put,
-        read_held_out,
         read_packed,
+        read_packed_table,
         storage_env,
     )
 
@@ -84,7 +84,7 @@ def _fit(job: TrainJob, plan: DataPlan, log, on_event):
         train_loop_per_worker,
         spec,
         train_data=read_packed(plan.train_url),
-        held_out=put(read_held_out(plan.eval_url)),
+        held_out=put(read_packed_table(plan.eval_url)),
         events=queue,
         out_url=job.out,
         callbacks=[ForwardReports(queue)],
